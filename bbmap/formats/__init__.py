@@ -1,0 +1,1 @@
+"""Format declarations in construct: each on-disk layout declared once, parse and build."""
