@@ -1,0 +1,39 @@
+"""bbmap: map sampled program counters to compiler basic blocks.
+
+The library API the CLI is a thin shell over (imported lazily so ``import bbmap``
+stays cheap for the pytest plugin and for scripts that need one layer only)::
+
+    import bbmap
+    binary = bbmap.load_binary("a.out")          # ELF + every block map it carries
+    perf = bbmap.PerfData("perf.data")           # streamed perf.data reader
+    result = bbmap.annotate(["perf.data"], "a.out")   # per-block counts, edges, accounting
+    from bbmap.verify import verify; verify("a.out")   # compiler-metadata checks
+    bbmap.assert_valid_bb_map("a.out")           # for compiler test suites
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_binary": "bbmap.binary",
+    "Binary": "bbmap.binary",
+    "BlockMap": "bbmap.model",
+    "PerfData": "bbmap.perf",
+    "annotate": "bbmap.aggregate",
+    "AnnotateResult": "bbmap.aggregate",
+    "assert_valid_bb_map": "bbmap.verify",
+    "BBMapError": "bbmap.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bbmap' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

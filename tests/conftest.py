@@ -1,0 +1,61 @@
+"""Shared fixtures: where the repository, its corpus and the shared reference files are."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "corpus"
+
+
+def shared_dir() -> Path:
+    """``../shared`` beside the checkout (CI layout), else the workplace copy."""
+    env = os.environ.get("BBMAP_SHARED")
+    for cand in ([Path(env)] if env else []) + [REPO.parent / "shared", Path("/work/shared")]:
+        if cand.is_dir():
+            return cand
+    return REPO.parent / "shared"
+
+
+PERF_CORPUS = shared_dir() / "perf-corpus"
+
+
+def load_manifest(path: Path = CORPUS / "manifest.json") -> dict:
+    if not path.exists():
+        return {"binaries": [], "profiles": []}
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    return CORPUS
+
+
+@pytest.fixture(scope="session")
+def manifest() -> dict:
+    return load_manifest()
+
+
+@pytest.fixture(scope="session")
+def perf_corpus_dir() -> Path:
+    if not PERF_CORPUS.is_dir():
+        pytest.skip("../shared/perf-corpus not present")
+    return PERF_CORPUS
+
+
+@pytest.fixture(scope="session")
+def perf_bin() -> str:
+    perf = shutil.which("perf")
+    if not perf:
+        pytest.skip("perf not installed")
+    return perf
