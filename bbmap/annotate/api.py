@@ -1,0 +1,183 @@
+"""``annotate(perf_paths, binary)``: the library call under ``bbmap annotate``.
+
+:class:`Annotator` owns the aggregation state (per-block arrays, edges, accounting) and
+takes sample batches from any number of profiles; :func:`annotate` feeds it from
+perf.data files through the mapping and index layers, then diagnoses the result.
+Memory is bounded by the binary's block count plus distinct edges, not by the profile.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from bbmap.annotate.accounting import IN_FUNCTION_NO_BLOCK, Accounting
+from bbmap.annotate.explain import Evidence, diagnose
+from bbmap.annotate.functions import FunctionTable
+from bbmap.annotate.lbr import BlockGeometry, BranchAggregator
+from bbmap.annotate.resolve import Resolver
+from bbmap.annotate.result import AnnotateResult, ProfileInfo
+from bbmap.annotate.samples import SampleAggregator
+from bbmap.binary.types import FunctionSymbols
+from bbmap.errors import BBMapError, Diagnostic
+from bbmap.model import BlockMap
+from bbmap.perf.records import SampleBatch
+
+MAX_BRANCH_SLICE = 1 << 18  # LBR entries resolved at once
+ProgressFn = Callable[[str, int], None]  # (current file, samples read so far in all files)
+
+
+class Annotator:
+    """Aggregation state shared by every batch of every profile."""
+
+    def __init__(self, block_map: BlockMap, symbols: FunctionSymbols | None, *,
+                 demangle: bool = True, drop_duplicate_newest: bool = True,
+                 sections: list | None = None) -> None:
+        self.block_map = block_map
+        self.functions = FunctionTable.build(symbols, block_map, demangle=demangle,
+                                             sections=sections)
+        self.geom = BlockGeometry.of(block_map)
+        self.acct = Accounting()
+        self.samples = SampleAggregator(block_map.num_blocks, self.functions, self.acct)
+        self.branches = BranchAggregator(self.geom, self.acct,
+                                         drop_duplicate_newest=drop_duplicate_newest)
+        self.no_block_funcs = np.zeros(self.functions.num_keys, np.int64)
+
+    def add_batch(self, batch: SampleBatch, resolver: Resolver) -> None:
+        if len(batch):
+            r = resolver.resolve(batch.ip, batch.pid, batch.seq, batch.cpumode, None)
+            self.samples.add(r, batch.period, resolver.dso_names)
+            nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
+            if len(nb):
+                k = self.functions.key_at(r.vaddr[nb], r.func[nb])
+                k = k[k >= 0]
+                self.no_block_funcs += np.bincount(k, minlength=len(self.no_block_funcs))
+        if batch.has_branches:
+            # slices of at most MAX_BRANCH_SLICE entries keep the per-entry temporaries
+            # (resolved ends, keys) bounded whatever the stack depth
+            ptr = batch.br_ptr
+            i, n = 0, len(batch)
+            while i < n:
+                j = int(np.searchsorted(ptr, ptr[i] + MAX_BRANCH_SLICE, side="right")) - 1
+                j = min(max(j, i + 1), n)
+                lo, hi = int(ptr[i]), int(ptr[j])
+                self.branches.add(ptr[i:j + 1] - lo, batch.br_from[lo:hi], batch.br_to[lo:hi],
+                                  batch.br_flags[lo:hi], batch.pid[i:j], batch.seq[i:j],
+                                  resolver)
+                i = j
+
+    def hot_no_block(self, n: int = 5) -> list[tuple[str, int]]:
+        top = np.argsort(-self.no_block_funcs, kind="stable")[:n]
+        return [(self.functions.names[k], int(self.no_block_funcs[k])) for k in top.tolist()
+                if self.no_block_funcs[k] > 0]
+
+    def result(self, *, binary: str, build_id: str | None, profiles: list[ProfileInfo],
+               evidence: Evidence | None = None, warnings: Sequence[Diagnostic] = ()
+               ) -> AnnotateResult:
+        self.acct.check()
+        fb, tb, kind, cnt = self.branches.edges()
+        res = AnnotateResult(
+            binary=binary, build_id=build_id, block_map=self.block_map,
+            functions=self.functions, accounting=self.acct, profiles=profiles,
+            block_samples=self.samples.block_samples, block_period=self.samples.block_period,
+            block_count=self.branches.block_counts(), func_samples=self.samples.func_samples,
+            func_period=self.samples.func_period, edge_from=fb, edge_to=tb, edge_kind=kind,
+            edge_count=cnt, has_lbr=self.acct.total_branches > 0,
+            warnings=list(warnings), block_start=self.geom.start)
+        if evidence is not None:
+            evidence.hot_no_block = self.hot_no_block()
+            status, msgs = diagnose(self.acct, evidence)
+            res.status = status
+            res.warnings = msgs + res.warnings
+        return res
+
+
+# ----------------------------------------------------------------------------- inputs
+def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    """Expand ``@listfile`` arguments (one path a line; ``#`` comments; relative paths
+    are relative to the list file) and check every file exists."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[str] = []
+    for p in paths:
+        p = os.fspath(p)
+        if p.startswith("@"):
+            lst = p[1:]
+            try:
+                with open(lst, encoding="utf-8") as fh:
+                    lines = fh.read().splitlines()
+            except OSError as e:
+                raise BBMapError(f"cannot read list file: {e.strerror}", file=lst) from None
+            base = os.path.dirname(os.path.abspath(lst))
+            for n, line in enumerate(lines, 1):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                if line.startswith("@"):
+                    raise BBMapError(f"line {n}: nested list files are not supported",
+                                     file=lst)
+                out.append(line if os.path.isabs(line) else os.path.join(base, line))
+        else:
+            out.append(p)
+    if not out:
+        raise BBMapError("no perf.data files given")
+    for p in out:
+        if not os.path.exists(p):
+            raise BBMapError("no such perf.data file", file=p)
+    return out
+
+
+# ----------------------------------------------------------------------------- annotate
+def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
+             binary: str | os.PathLike, *, name_override: str | None = None,
+             pid: int | None = None, demangle: bool = True,
+             debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool = True,
+             chunk_samples: int = 65536, progress: ProgressFn | None = None
+             ) -> AnnotateResult:
+    """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged)
+    onto the blocks of ``binary``.  Raises :class:`BBMapError` for unreadable inputs; a
+    profile that maps nothing is *not* an exception: ``result.status`` and
+    ``result.warnings`` say why, and ``result.failed`` is true."""
+    from bbmap.annotate.profile import read_profile
+    from bbmap.binary import load_binary
+
+    paths = expand_inputs(perf_paths)
+    b = load_binary(binary, debug_dirs=debug_dirs, demangle=demangle)
+    bm = b.block_map
+    ann = Annotator(bm, b.symbols, demangle=demangle,
+                    drop_duplicate_newest=drop_duplicate_newest, sections=b.sections)
+    from bbmap.index import BlockIndex
+
+    index = BlockIndex(bm, b.symbols)
+    warnings: list[Diagnostic] = [d for d in b.diagnostics]
+    evidence = Evidence(binary=os.fspath(binary), binary_build_id=b.build_id,
+                        has_block_map=bm.num_blocks > 0, producer=producer_of(b),
+                        name_override=name_override, pid=pid)
+    profiles: list[ProfileInfo] = []
+    done = 0
+    for path in paths:
+        def prog(n: int, _path: str = path, _done: int = done) -> None:
+            if progress is not None:
+                progress(_path, _done + n)
+        info = read_profile(path, b, index, ann, evidence, warnings, name_override=name_override,
+                            pid=pid, chunk_samples=chunk_samples, progress=prog)
+        profiles.append(info)
+        done += info.samples
+    return ann.result(binary=os.fspath(binary), build_id=b.build_id, profiles=profiles,
+                      evidence=evidence, warnings=warnings)
+
+
+def producer_of(b) -> str | None:  # noqa: ANN001 - a bbmap.binary.Binary
+    """The ``.comment`` producer string (which compiler built the binary), if any."""
+    for s in getattr(b, "sections", []):
+        if s.name == ".comment":
+            try:
+                raw = b.section_data(s.index)
+            except (BBMapError, OSError, ValueError):
+                return None
+            parts = [p.decode("utf-8", "replace") for p in raw.split(b"\0") if p.strip()]
+            clang = [p for p in parts if "clang version" in p]
+            return (clang or parts or [None])[-1]
+    return None

@@ -1,0 +1,133 @@
+"""The functions a report is keyed by: symbols with their `.cold`/`.__part.N` parts folded.
+
+Samples are attributed to functions by symbol (the way ``perf report`` does, so the
+per-function counts can be compared with it); block-map functions are tied to the same
+keys through the symbol at their entry address, so a function's blocks and its sample
+count land under one name.  Aliases (several symbols at one address and size) share
+one key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bbmap.binary.types import FunctionSymbols, parent_name
+from bbmap.model import BlockMap
+
+
+@dataclass
+class FunctionTable:
+    names: list[str] = field(default_factory=list)  # display name per key
+    raw_names: list[str] = field(default_factory=list)  # parent raw (mangled) name per key
+    address: list[int] = field(default_factory=list)  # lowest address of the parent
+    key_of_symbol: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    key_of_bmfunc: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    bmfuncs: list[list[int]] = field(default_factory=list)  # block-map functions per key
+    sym_address: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    sym_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+
+    @property
+    def num_keys(self) -> int:
+        return len(self.names)
+
+    @classmethod
+    def build(cls, symbols: FunctionSymbols | None, block_map: BlockMap,
+              *, demangle: bool = True, sections: list | None = None) -> FunctionTable:
+        """``sections`` (``Binary.sections``) bounds zero-size symbols to their section,
+        so ``_init`` does not swallow the PLT that follows it."""
+        t = cls()
+        index: dict[str, int] = {}
+
+        def key_for(raw: str, display: str | None, addr: int) -> int:
+            k = index.get(raw)
+            if k is None:
+                k = index[raw] = len(t.names)
+                t.names.append(display or raw)
+                t.raw_names.append(raw)
+                t.address.append(addr)
+                t.bmfuncs.append([])
+            elif addr < t.address[k]:
+                t.address[k] = addr
+            return k
+
+        nsym = len(symbols) if symbols is not None else 0
+        key_of_symbol = np.full(nsym, -1, np.int32)
+        if nsym:
+            names = symbols.names
+            display = symbols.display if (demangle and len(symbols.display) == nsym) else names
+            # display name of a parent = display of the symbol named exactly like the parent
+            display_of = {n: d for n, d in zip(names, display)}
+            addrs = symbols.address.tolist()
+            sizes = symbols.size.tolist()
+            first_at: dict[tuple[int, int], int] = {}
+            for i in range(nsym):
+                alias = first_at.setdefault((addrs[i], sizes[i]), i)
+                if alias != i:
+                    key_of_symbol[i] = key_of_symbol[alias]
+                    continue
+                raw = parent_name(names[i])
+                key_of_symbol[i] = key_for(raw, display_of.get(raw, raw if raw != names[i]
+                                                                else display[i]), addrs[i])
+            t.sym_address = symbols.address.astype(np.uint64)
+            t.sym_end = _symbol_ends(t.sym_address, symbols.size.astype(np.uint64),
+                                     symbols.section, sections)
+        t.key_of_symbol = key_of_symbol
+
+        nf = block_map.num_functions
+        key_of_bmfunc = np.full(nf, -1, np.int32)
+        if nf:
+            sym = t.symbol_at(block_map.func_address.astype(np.uint64))
+            for f in range(nf):
+                s = int(sym[f])
+                if s >= 0:
+                    k = int(key_of_symbol[s])
+                else:
+                    nm = block_map.func_name[f] if f < len(block_map.func_name) else None
+                    raw = parent_name(nm) if nm else f"fn@{int(block_map.func_address[f]):#x}"
+                    k = key_for(raw, raw, int(block_map.func_address[f]))
+                key_of_bmfunc[f] = k
+                t.bmfuncs[k].append(f)
+        t.key_of_bmfunc = key_of_bmfunc
+        return t
+
+    def symbol_at(self, vaddr: np.ndarray) -> np.ndarray:
+        """Index of the sized symbol containing each address, or -1 (vectorized)."""
+        if not len(self.sym_address):
+            return np.full(len(vaddr), -1, np.int64)
+        i = np.searchsorted(self.sym_address, vaddr, side="right") - 1
+        ok = i >= 0
+        ic = np.clip(i, 0, None)
+        ok &= vaddr < self.sym_end[ic]
+        return np.where(ok, i, -1)
+
+    def key_at(self, vaddr: np.ndarray, bmfunc: np.ndarray) -> np.ndarray:
+        """Function key per address: its symbol's parent, else its block-map function."""
+        s = self.symbol_at(vaddr)
+        k = np.full(len(vaddr), -1, np.int32)
+        has = s >= 0
+        if has.any():
+            k[has] = self.key_of_symbol[s[has]]
+        fb = ~has & (bmfunc >= 0)
+        if fb.any():
+            k[fb] = self.key_of_bmfunc[bmfunc[fb]]
+        return k
+
+
+def _symbol_ends(addr: np.ndarray, size: np.ndarray, section: np.ndarray | None = None,
+                 sections: list | None = None) -> np.ndarray:
+    """End of each symbol; a zero-size one runs to the next symbol (as perf fixes it up),
+    but not past the end of its section when the sections are known."""
+    end = addr + size
+    zero = size == 0
+    if zero.any():
+        u = np.unique(addr)
+        k = np.searchsorted(u, addr[zero], side="right")
+        nxt = np.where(k < len(u), u[np.minimum(k, len(u) - 1)], addr[zero])
+        if sections and section is not None and len(section) == len(addr):
+            bound = {s.index: s.sh_addr + s.sh_size for s in sections}
+            sec_end = np.array([bound.get(int(i), 1 << 63) for i in section[zero]], np.uint64)
+            nxt = np.minimum(nxt, np.maximum(sec_end, addr[zero]))
+        end[zero] = nxt
+    return end

@@ -1,0 +1,255 @@
+"""LBR branch stacks -> taken edges, fall-through ranges, block execution counts.
+
+Rules (spec/annotate.md, after perf-data-format.md §4.6):
+
+* entry 0 is the newest branch; if entries 0 and 1 are identical (the hardware's
+  duplicated newest entry) entry 0 is dropped and counted in the ``duplicate`` bucket;
+* every other entry is one taken branch: an edge when both ends are in blocks of the
+  binary, otherwise bucketed by the first end (source, then target) that is not;
+* between consecutive kept entries the code ``[older.to, newer.from]`` ran straight
+  through.  Such a range is used only if both ends are in blocks, start <= end, both ends
+  are in one function and one range, and every block before the end block can fall
+  through; otherwise it is counted under the first rule it breaks;
+* a block's execution count is the number of valid ranges that hold its first instruction
+  (a range starting mid-block, after a call returned, does not re-enter that block); the
+  fall-through edge ``b -> b+1`` counts the valid ranges that contain both.
+
+Everything is vectorized per batch: ends are resolved in bulk and range coverage is
+added with difference arrays (+1 at the start block, -1 after the end block).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bbmap.annotate.accounting import (
+    DUPLICATE,
+    IN_BLOCK,
+    OTHER_DSO,
+    RANGE_REASONS,
+    Accounting,
+)
+from bbmap.annotate.resolve import Resolved, Resolver
+from bbmap.model import MD_CAN_FALL_THROUGH, MD_HAS_RETURN, BlockMap
+
+# edge kinds (index into EDGE_KINDS)
+K_BRANCH, K_CALL, K_RETURN, K_OTHER, K_FALLTHROUGH = range(5)
+EDGE_KINDS = ("branch", "call", "return", "other", "fallthrough")
+
+# perf_branch_entry.flags type field (bits 20-23), filled with PERF_SAMPLE_BRANCH_TYPE_SAVE
+_BR_TYPE_SHIFT, _BR_TYPE_MASK = 20, 0xF
+_BR_CALLS = (4, 5, 9)  # CALL, IND_CALL, COND_CALL
+_BR_RETURNS = (6, 10)  # RET, COND_RET
+_BR_JUMPS = (1, 2, 3)  # COND, UNCOND, IND
+
+R_VALID, R_NOT_IN_BLOCK, R_REVERSED, R_CROSS_FUNCTION, R_CROSS_RANGE, R_NO_FT = range(6)
+assert RANGE_REASONS[R_NO_FT] == "no_fall_through"
+
+
+@dataclass
+class BlockGeometry:
+    """Per-block facts the LBR rules need, computed once per block map."""
+
+    start: np.ndarray  # u8 absolute block start address
+    range_: np.ndarray  # i8 range index of each block
+    func: np.ndarray  # i8 block-map function of each block
+    md: np.ndarray  # u1 metadata bits
+    entry_block: np.ndarray  # i8 per function: its first block (-1 if none)
+    nft_prefix: np.ndarray  # i8 B+1: number of blocks < i that cannot fall through
+
+    @classmethod
+    def of(cls, m: BlockMap) -> BlockGeometry:
+        B = m.num_blocks
+        b = np.arange(B, dtype=np.int64)
+        rng = (np.searchsorted(m.range_block_ptr, b, side="right") - 1).astype(np.int64)
+        fn = (np.searchsorted(m.func_range_ptr, rng, side="right") - 1).astype(np.int64)
+        start = (m.range_base[rng] + m.block_offset).astype(np.uint64) if B else np.zeros(
+            0, np.uint64)
+        first = m.range_block_ptr[m.func_range_ptr[:-1]].astype(np.int64)
+        nblocks = (m.range_block_ptr[m.func_range_ptr[1:]] - first) if m.num_functions else first
+        entry = np.where(nblocks > 0, first, -1)
+        nft = np.zeros(B + 1, np.int64)
+        np.cumsum((m.block_md & MD_CAN_FALL_THROUGH) == 0, out=nft[1:])
+        return cls(start=start, range_=rng, func=fn, md=m.block_md.copy(), entry_block=entry,
+                   nft_prefix=nft)
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.start)
+
+
+class BranchAggregator:
+    """Accumulates LBR stacks over any number of batches and files (bounded memory:
+    per-block arrays plus the distinct edges)."""
+
+    def __init__(self, geom: BlockGeometry, acct: Accounting, *,
+                 drop_duplicate_newest: bool = True) -> None:
+        self.geom = geom
+        self.acct = acct
+        self.drop_duplicate_newest = drop_duplicate_newest
+        B = geom.num_blocks
+        self._cover = np.zeros(B + 1, np.int64)  # difference array of block coverage
+        self._ft = np.zeros(B + 1, np.int64)  # difference array of b -> b+1 fall-throughs
+        self._edge_keys = np.zeros(0, np.int64)
+        self._edge_counts = np.zeros(0, np.int64)
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_n = 0
+        self.samples_with_stack = 0
+        self.stack_depths = np.zeros(0, np.int64)  # histogram of entries per sample
+
+    # ---------------------------------------------------------------- batch
+    def add(self, br_ptr: np.ndarray, br_from: np.ndarray, br_to: np.ndarray,
+            br_flags: np.ndarray, pid: np.ndarray, seq: np.ndarray, resolver: Resolver
+            ) -> None:
+        n_ent = len(br_from)
+        if n_ent == 0:
+            return
+        self.acct.total_branches += n_ent
+        counts = np.diff(br_ptr).astype(np.int64)
+        self.samples_with_stack += int((counts > 0).sum())
+        depth = np.bincount(counts)
+        if len(depth) > len(self.stack_depths):
+            depth[: len(self.stack_depths)] += self.stack_depths
+            self.stack_depths = depth
+        else:
+            self.stack_depths[: len(depth)] += depth
+        sample_of = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        first = br_ptr[:-1].astype(np.int64)
+
+        # the duplicated newest entry: entries 0 and 1 identical -> drop entry 0
+        keep = np.ones(n_ent, bool)
+        if self.drop_duplicate_newest:
+            two = np.flatnonzero(counts >= 2)
+            e0 = first[two]
+            dup = ((br_from[e0] == br_from[e0 + 1]) & (br_to[e0] == br_to[e0 + 1])
+                   & (br_flags[e0] == br_flags[e0 + 1]))
+            keep[e0[dup]] = False
+        n_dup = int(n_ent - keep.sum())
+        if n_dup:
+            self.acct.branches[DUPLICATE] += n_dup
+
+        kidx = np.flatnonzero(keep)
+        src, dst, flg = br_from[kidx], br_to[kidx], br_flags[kidx]
+        ksample = sample_of[kidx]
+        epid = pid[ksample] if len(pid) else np.zeros(len(kidx), np.int32)
+        eseq = seq[ksample] if len(seq) else np.zeros(len(kidx), np.int64)
+        rf = resolver.resolve(src, epid, eseq, None, "from")
+        rt = resolver.resolve(dst, epid, eseq, None, "to")
+        names = resolver.dso_names
+
+        # ---- taken branches: one bucket each
+        where = np.where(rf.where != IN_BLOCK, rf.where, rt.where).astype(np.int64)
+        self.acct.add_branches(where)
+        dso = np.where(rf.where != IN_BLOCK, rf.dso, rt.dso)
+        Accounting.add_named(self.acct.dso_branches, dso[where == OTHER_DSO], names)
+        edge = np.flatnonzero(where == IN_BLOCK)
+        if len(edge):
+            fb, tb = rf.block[edge], rt.block[edge]
+            kind = self._kinds(fb, tb, rt.vaddr[edge], flg[edge])
+            self._add_edges(fb, tb, kind)
+
+        # ---- fall-through ranges between consecutive kept entries of one sample
+        if len(kidx) >= 2:
+            pair = np.flatnonzero(ksample[:-1] == ksample[1:])  # newer j, older j+1
+            if len(pair):
+                self._add_ranges(rt, pair + 1, rf, pair)
+
+    # --------------------------------------------------------------- ranges
+    def _add_ranges(self, r_start: Resolved, i_start: np.ndarray, r_end: Resolved,
+                    i_end: np.ndarray) -> None:
+        g = self.geom
+        self.acct.total_ranges += len(i_start)
+        reason = np.full(len(i_start), R_VALID, np.int8)
+        ok = (r_start.where[i_start] == IN_BLOCK) & (r_end.where[i_end] == IN_BLOCK)
+        reason[~ok] = R_NOT_IN_BLOCK
+        s = np.where(ok, r_start.block[i_start], 0)
+        e = np.where(ok, r_end.block[i_end], 0)
+        va_s, va_e = r_start.vaddr[i_start], r_end.vaddr[i_end]
+        todo = reason == R_VALID
+        bad = todo & ((va_s > va_e) | (s > e))
+        reason[bad] = R_REVERSED
+        todo &= ~bad
+        bad = todo & (g.func[s] != g.func[e])
+        reason[bad] = R_CROSS_FUNCTION
+        todo &= ~bad
+        bad = todo & (g.range_[s] != g.range_[e])
+        reason[bad] = R_CROSS_RANGE
+        todo &= ~bad
+        bad = todo & ((g.nft_prefix[e] - g.nft_prefix[s]) > 0)
+        reason[bad] = R_NO_FT
+        self.acct.add_ranges(reason)
+        v = reason == R_VALID
+        s, e, va_s = s[v], e[v], va_s[v]
+        n = len(self._cover)
+        # a block is *entered* by a range that holds its first instruction: a range that
+        # starts inside a block (a return landing after its call) adds to the blocks after
+        # it, not to the one it starts in, which was entered before the call
+        first = s + (va_s != g.start[s])
+        ok = first <= e
+        self._cover += np.bincount(first[ok], minlength=n)
+        self._cover -= np.bincount(e[ok] + 1, minlength=n)
+        self._ft += np.bincount(s, minlength=n)
+        self._ft -= np.bincount(e, minlength=n)
+
+    # ---------------------------------------------------------------- edges
+    def _kinds(self, fb: np.ndarray, tb: np.ndarray, to_vaddr: np.ndarray,
+               flags: np.ndarray) -> np.ndarray:
+        g = self.geom
+        kind = np.full(len(fb), K_BRANCH, np.int64)
+        same = g.func[fb] == g.func[tb]
+        kind[~same] = K_OTHER
+        at_start = to_vaddr == g.start[tb]
+        to_entry = at_start & (g.entry_block[g.func[tb]] == tb)
+        kind[to_entry] = K_CALL  # an entry block is never a branch target inside its function
+        ret = ((g.md[fb] & MD_HAS_RETURN) != 0) | ~at_start
+        kind[ret & ~to_entry] = K_RETURN
+        # the hardware's branch type, when recorded, overrides the guesses
+        t = (flags >> np.uint64(_BR_TYPE_SHIFT)) & np.uint64(_BR_TYPE_MASK)
+        if t.any():
+            kind[np.isin(t, _BR_CALLS)] = K_CALL
+            kind[np.isin(t, _BR_RETURNS)] = K_RETURN
+            j = np.isin(t, _BR_JUMPS)
+            kind[j & same] = K_BRANCH
+            kind[j & ~same] = K_OTHER
+        return kind
+
+    def _add_edges(self, fb: np.ndarray, tb: np.ndarray, kind: np.ndarray) -> None:
+        B = max(self.geom.num_blocks, 1)
+        key = (fb * B + tb) * 8 + kind
+        k, c = np.unique(key, return_counts=True)
+        self._pending.append((k, c))
+        self._pending_n += len(k)
+        if self._pending_n > max(4 * len(self._edge_keys), 1 << 20):
+            self._fold()
+
+    def _fold(self) -> None:
+        if not self._pending:
+            return
+        keys = np.concatenate([self._edge_keys, *[p[0] for p in self._pending]])
+        cnts = np.concatenate([self._edge_counts, *[p[1] for p in self._pending]])
+        self._pending, self._pending_n = [], 0
+        order = np.argsort(keys, kind="stable")
+        keys, cnts = keys[order], cnts[order]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else keys
+        self._edge_keys = keys[starts]
+        self._edge_counts = np.add.reduceat(cnts, starts) if len(keys) else cnts
+
+    # -------------------------------------------------------------- results
+    def block_counts(self) -> np.ndarray:
+        """Execution estimate per block: valid fall-through ranges covering it."""
+        return np.cumsum(self._cover)[:-1]
+
+    def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(from_block, to_block, kind, count) for taken and fall-through edges."""
+        self._fold()
+        B = max(self.geom.num_blocks, 1)
+        kind = self._edge_keys % 8
+        pair = self._edge_keys // 8
+        fb, tb = pair // B, pair % B
+        ft = np.cumsum(self._ft)[:-1]
+        b = np.flatnonzero(ft > 0)
+        return (np.concatenate([fb, b]), np.concatenate([tb, b + 1]),
+                np.concatenate([kind, np.full(len(b), K_FALLTHROUGH, np.int64)]),
+                np.concatenate([self._edge_counts, ft[b]]))

@@ -1,0 +1,188 @@
+"""What ``annotate`` returns: counts, edges, accounting and diagnosis, plus the JSON view.
+
+Per-block columns are kept as numpy arrays over the whole block map; the JSON/CSV/text
+views list only functions that got samples, LBR counts or edges (a cold function has
+nothing to say), but list *all* blocks of those functions so layout tools see every ID.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bbmap.annotate.accounting import Accounting
+from bbmap.annotate.functions import FunctionTable
+from bbmap.annotate.lbr import EDGE_KINDS
+from bbmap.errors import Diagnostic
+from bbmap.model import MD_NAMES, BlockMap
+
+JSON_FORMAT_VERSION = 1
+
+
+@dataclass
+class ProfileInfo:
+    """One perf.data input, as the report names it."""
+
+    path: str
+    mode: str
+    events: list[str]
+    samples: int
+    branches: int
+    build_id: str | None  # the binary's build-id as this profile recorded it (if any)
+    binary_mmaps: int  # executable mappings of the binary found
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "mode": self.mode, "events": self.events,
+                "samples": self.samples, "branches": self.branches,
+                "binary_build_id": self.build_id, "binary_mmaps": self.binary_mmaps}
+
+
+@dataclass
+class FunctionView:
+    """One reported function (a key of the FunctionTable) with its blocks and edges."""
+
+    key: int
+    name: str
+    address: int
+    samples: int
+    period: int
+    count: int  # LBR: executions of its entry block(s) (0 without LBR)
+    blocks: np.ndarray  # global block indexes, in map order
+    edges: np.ndarray  # indexes into AnnotateResult edge columns (from-block in this fn)
+
+
+@dataclass
+class AnnotateResult:
+    binary: str
+    build_id: str | None
+    block_map: BlockMap
+    functions: FunctionTable
+    accounting: Accounting
+    profiles: list[ProfileInfo]
+    block_samples: np.ndarray  # i8 per block
+    block_period: np.ndarray  # u8 per block
+    block_count: np.ndarray  # i8 per block: LBR execution estimate
+    func_samples: np.ndarray  # i8 per function key
+    func_period: np.ndarray  # u8 per function key
+    edge_from: np.ndarray  # i8 global block
+    edge_to: np.ndarray
+    edge_kind: np.ndarray  # index into EDGE_KINDS
+    edge_count: np.ndarray
+    has_lbr: bool
+    warnings: list[Diagnostic] = field(default_factory=list)
+    status: str = "ok"  # "ok" | "partial" | "nothing_mapped"
+    block_start: np.ndarray | None = None  # u8 absolute block addresses
+
+    # ------------------------------------------------------------- helpers
+    @property
+    def failed(self) -> bool:
+        """True when the output would be wrong or empty (the CLI exits non-zero)."""
+        return self.status == "nothing_mapped"
+
+    def block_flags(self, b: int) -> list[str]:
+        md = int(self.block_map.block_md[b])
+        return [n for n, bit in MD_NAMES.items() if md & bit]
+
+    def edge_endpoint(self, b: int, own_key: int) -> int | str:
+        """A block ID inside the function, ``name:id`` in another one."""
+        k = int(self._block_key[b])
+        bid = int(self.block_map.block_id[b])
+        return bid if k == own_key else f"{self.functions.names[k]}:{bid}"
+
+    @property
+    def _block_key(self) -> np.ndarray:
+        if not hasattr(self, "_bk"):
+            m = self.block_map
+            if m.num_blocks:
+                rng = np.searchsorted(m.range_block_ptr, np.arange(m.num_blocks), "right") - 1
+                fn = np.searchsorted(m.func_range_ptr, rng, "right") - 1
+                self._bk = self.functions.key_of_bmfunc[fn]
+            else:
+                self._bk = np.zeros(0, np.int32)
+        return self._bk
+
+    def hot_functions(self, top: int | None = None) -> list[FunctionView]:
+        """Functions with samples, LBR counts or edges, hottest first."""
+        ft = self.functions
+        nk = ft.num_keys
+        bk = self._block_key
+        count_by_key = np.zeros(nk, np.int64)
+        if len(bk):
+            count_by_key = np.bincount(bk, weights=self.block_count, minlength=nk
+                                       ).astype(np.int64)
+        edge_key = bk[self.edge_from] if len(self.edge_from) else np.zeros(0, np.int32)
+        has_edge = np.zeros(nk, bool)
+        has_edge[edge_key] = True
+        hot = np.flatnonzero((self.func_samples > 0) | (count_by_key > 0) | has_edge)
+        order = np.lexsort((hot, -count_by_key[hot], -self.func_samples[hot]))
+        hot = hot[order]
+        if top is not None:
+            hot = hot[:top]
+        edge_order = np.argsort(edge_key, kind="stable")
+        sorted_keys = edge_key[edge_order]
+        out = []
+        m = self.block_map
+        for k in hot.tolist():
+            blocks = [np.arange(*_span(m, f)) for f in ft.bmfuncs[k]]
+            blk = np.concatenate(blocks) if blocks else np.zeros(0, np.int64)
+            lo, hi = np.searchsorted(sorted_keys, [k, k + 1])
+            ent = int(self.block_count[blk[0]]) if len(blk) else 0
+            out.append(FunctionView(
+                key=k, name=ft.names[k], address=int(ft.address[k]),
+                samples=int(self.func_samples[k]), period=int(self.func_period[k]),
+                count=ent, blocks=blk, edges=edge_order[lo:hi]))
+        return out
+
+    def _ranges_json(self, fv: FunctionView) -> list[dict]:
+        """Per range (hot part, ``.cold`` part, ...): address, blocks and summed samples."""
+        m = self.block_map
+        out = []
+        for f in self.functions.bmfuncs[fv.key]:
+            for r in m.function_ranges(f):
+                lo, hi = int(m.range_block_ptr[r]), int(m.range_block_ptr[r + 1])
+                out.append({"address": int(m.range_base[r]), "blocks": hi - lo,
+                            "samples": int(self.block_samples[lo:hi].sum()),
+                            "period": int(self.block_period[lo:hi].sum())})
+        return out
+
+    # ---------------------------------------------------------------- JSON
+    def to_json(self, top: int | None = None) -> dict:
+        m = self.block_map
+        start = self.block_start
+        funcs = []
+        for fv in self.hot_functions(top):
+            blocks = []
+            for b in fv.blocks.tolist():
+                blocks.append({
+                    "id": int(m.block_id[b]), "address": int(start[b]),
+                    "size": int(m.block_size[b]), "flags": self.block_flags(b),
+                    "samples": int(self.block_samples[b]),
+                    "period": int(self.block_period[b]), "count": int(self.block_count[b])})
+            edges = []
+            for e in fv.edges.tolist():
+                edges.append({
+                    "from": self.edge_endpoint(int(self.edge_from[e]), fv.key),
+                    "to": self.edge_endpoint(int(self.edge_to[e]), fv.key),
+                    "count": int(self.edge_count[e]), "kind": EDGE_KINDS[int(self.edge_kind[e])]})
+            edges.sort(key=lambda d: (-d["count"], str(d["from"]), str(d["to"]), d["kind"]))
+            funcs.append({"name": fv.name, "address": fv.address, "samples": fv.samples,
+                          "period": fv.period, "count": fv.count,
+                          "ranges": self._ranges_json(fv), "blocks": blocks,
+                          "edges": edges})
+        acct = self.accounting.to_json()
+        return {
+            "format_version": JSON_FORMAT_VERSION,
+            "binary": self.binary,
+            "build_id": self.build_id,
+            "status": self.status,
+            "profiles": [p.to_json() for p in self.profiles],
+            "totals": acct,
+            "functions": funcs,
+            "warnings": [d.to_json() for d in self.warnings],
+        }
+
+
+def _span(m: BlockMap, f: int) -> tuple[int, int]:
+    r0, r1 = int(m.func_range_ptr[f]), int(m.func_range_ptr[f + 1])
+    return int(m.range_block_ptr[r0]), int(m.range_block_ptr[r1])

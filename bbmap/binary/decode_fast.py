@@ -1,0 +1,549 @@
+"""The fast map decoder: numpy over ULEB tokens, a thin Python walk over records.
+
+Almost every field of a map is a ULEB128.  Every byte below 0x80 ends one, so the
+terminator positions, computed once with numpy, split the section into *tokens*
+and the value of every token is computed vectorized.  A function's block entries
+are then the next 4N (3N before version 2) tokens: the Python walk only reads the
+few fixed-width fields (version, feature, addresses, hashes), skips whole runs of
+tokens, and records token indices; all per-block columns are gathered at the end
+with fancy indexing.  Blocks with callsites or hashes, and PGO data, are walked one
+block at a time (still tokens, no byte parsing).
+
+Anything unexpected -- truncation, an over-wide value, a bad version, a missing
+relocation -- stops the fast walk at that function; the construct reference
+decoder (:mod:`bbmap.binary.decode_ref`) then decodes from that function on, so
+faults are reported by one implementation, with the same text and offset.  The
+hypothesis tests prove this decoder equal to the reference on generated maps.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from bbmap.binary.decode_ref import decode_records
+from bbmap.binary.mapinput import KIND_BB_INFO, KIND_V0, MapInput, Notes, check_record
+from bbmap.errors import Diagnostic
+from bbmap.formats.bbaddrmap import KNOWN_FEATURES, MAX_VERSION, min_block_bytes
+from bbmap.formats.leb128 import MAX_ULEB_BYTES
+from bbmap.model import BlockMap, BlockMapBuilder
+
+U32 = 0xFFFFFFFF
+
+
+class _Stop(Exception):
+    """The fast walk cannot continue at this function; the reference takes over."""
+
+
+def _tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Terminator positions, ULEB values ending there, and a per-token 'malformed' flag."""
+    term = np.flatnonzero(b < 0x80)
+    starts = np.empty_like(term)
+    if len(term):
+        starts[0] = 0
+        starts[1:] = term[:-1] + 1
+    lens = term - starts + 1
+    vals = np.zeros(len(term), dtype=np.uint64)
+    maxlen = int(lens.max()) if len(lens) else 0
+    for i in range(min(maxlen, MAX_ULEB_BYTES)):
+        sel = np.flatnonzero(lens > i)
+        byte = (b[starts[sel] + i] & 0x7F).astype(np.uint64)
+        vals[sel] |= byte << np.uint64(7 * i)
+    bad = (lens > MAX_ULEB_BYTES) | ((lens == MAX_ULEB_BYTES) & (b[term] > 1))
+    return term, vals, bad
+
+
+class _Walker:
+    """Token-level walk of one section; collects token indices per block."""
+
+    def __init__(self, inp: MapInput) -> None:
+        self.inp = inp
+        data = inp.data
+        self.data = data
+        self.n = len(data)
+        b = np.frombuffer(data, dtype=np.uint8)
+        term, vals, bad = _tokens(b)
+        self.term_np, self.vals_np, self.bad_np = term, vals, bad
+        self.bad = memoryview(bad.view(np.uint8))
+        self.T = memoryview(term.astype(np.int64))
+        self.V = vals  # patched in place when a token starts after a fixed field
+        self.Vm = memoryview(vals)
+        self.cum = np.concatenate([[0], np.cumsum(b < 0x80, dtype=np.int64)])
+        self.cumm = memoryview(self.cum)
+        self.ntok = len(term)
+        end = "<" if inp.little else ">"
+        self.addr = struct.Struct(end + ("Q" if inp.address_size == 8 else "I")).unpack_from
+        self.u16 = struct.Struct(end + "H").unpack_from
+        self.asz = inp.address_size
+        # outputs (one entry per function / range / block / successor)
+        self.f_off: list[int] = []
+        self.f_ver: list[int] = []
+        self.f_feat: list[int] = []
+        self.f_nr: list[int] = []
+        self.f_entry_tok: list[int] = []
+        self.r_addr_off: list[int] = []
+        self.r_raw: list[int] = []
+        self.r_nb: list[int] = []
+        self.r_nblk: list[int] = []  # blocks actually present
+        self.r_run: list[tuple[int, int]] = []  # (first token, width) or (-1, 0) explicit
+        self.x_ks: list[int] = []  # explicit blocks: first token
+        self.x_ncs: list[int] = []
+        self.x_hash: list[int] = []  # byte position of the hash, -1 if none
+        self.x_rng: list[int] = []
+        self.p_freq: list[int] = []
+        self.p_plf: list[int] = []
+        self.p_succ: list[int] = []
+        self.p_nsucc: list[int] = []
+        self.p_sw: list[int] = []
+
+    def tok(self, pos: int) -> int:
+        """Index of the token starting at byte ``pos`` (patching its value if needed)."""
+        if pos >= self.n:
+            raise _Stop
+        k = self.cumm[pos]
+        if k >= self.ntok:
+            raise _Stop
+        start = self.T[k - 1] + 1 if k else 0
+        if start != pos:
+            val = shift = 0
+            p = pos
+            end = self.T[k]
+            if end - pos + 1 > MAX_ULEB_BYTES:
+                raise _Stop
+            while p <= end:
+                val |= (self.data[p] & 0x7F) << shift
+                shift += 7
+                p += 1
+            if val >> 64:
+                raise _Stop
+            self.V[k] = val
+            self.bad_np[k] = False
+        return k
+
+    def function(self, pos: int, versioned: bool) -> int:
+        """Walk one record at ``pos``; return the next record's position."""
+        data, n = self.data, self.n
+        if versioned:
+            if pos + 2 > n:
+                raise _Stop
+            v = data[pos]
+            if not 1 <= v <= MAX_VERSION:
+                raise _Stop
+            if v >= 5:
+                if pos + 3 > n:
+                    raise _Stop
+                feat = self.u16(data, pos + 1)[0]
+                pos += 3
+            else:
+                feat = data[pos + 1]
+                pos += 2
+            if v >= 2 and feat & ~KNOWN_FEATURES:
+                raise _Stop
+            eff = feat if v >= 2 else 0
+        else:
+            v = feat = eff = 0
+        T, Vm = self.T, self.Vm
+        if eff & 0x08:
+            k = self.tok(pos)
+            nr = Vm[k]
+            if self.bad[k] or nr == 0 or nr > U32 or nr * (self.asz + 1) > n - T[k] - 1:
+                raise _Stop
+            pos = T[k] + 1
+        else:
+            nr = 1
+        minb = min_block_bytes(v, feat)
+        hasid = 1 if v >= 2 else 0
+        width = 3 + hasid
+        cs_on = eff & 0x20
+        hash_on = eff & 0x40
+        total_blocks = 0
+        for _ in range(nr):
+            if pos + self.asz > n:
+                raise _Stop
+            self.r_addr_off.append(pos)
+            self.r_raw.append(self.addr(data, pos)[0])
+            pos += self.asz
+            k = self.tok(pos)
+            nb = Vm[k]
+            if self.bad[k] or nb > U32 or nb * minb > n - T[k] - 1:
+                raise _Stop
+            k += 1
+            self.r_nb.append(nb)
+            if eff & 0x10:
+                self.r_nblk.append(0)
+                self.r_run.append((-1, 0))
+                pos = T[k - 1] + 1
+                continue
+            self.r_nblk.append(nb)
+            total_blocks += nb
+            if not cs_on and not hash_on:
+                if k + width * nb > self.ntok:
+                    raise _Stop
+                self.r_run.append((k, width))
+                k += width * nb
+                pos = T[k - 1] + 1
+                if pos > n:
+                    raise _Stop
+                continue
+            self.r_run.append((-1, 0))
+            rng = len(self.r_nb) - 1
+            ntok = self.ntok
+            cs1 = 1 if cs_on else 0
+            pos = T[k - 1] + 1
+            for _b in range(nb):
+                if k + width + cs1 > ntok:
+                    raise _Stop
+                ncs = Vm[k + 1 + hasid] if cs_on else 0
+                if ncs > U32 or k + width + ncs + cs1 > ntok:
+                    raise _Stop
+                self.x_ks.append(k)
+                self.x_ncs.append(ncs)
+                self.x_rng.append(rng)
+                k += width + ncs + cs1
+                if hash_on:
+                    hp = T[k - 1] + 1
+                    if hp + 8 > n:
+                        raise _Stop
+                    self.x_hash.append(hp)
+                    k = self.tok(hp + 8) if hp + 8 < n else ntok
+                    pos = hp + 8
+                else:
+                    self.x_hash.append(-1)
+                    pos = T[k - 1] + 1
+            if not hash_on:
+                pos = T[k - 1] + 1
+        entry_tok = -1
+        if eff & 0x07:
+            k = self.tok(pos)
+            if eff & 0x01:
+                entry_tok = k
+                k += 1
+            if eff & 0x06:
+                post = 1 if eff & 0x80 else 0
+                sw = 2 + post
+                ntok = self.ntok
+                for _b in range(total_blocks):
+                    if eff & 0x02:
+                        self.p_freq.append(k)
+                        k += 1
+                    else:
+                        self.p_freq.append(-1)
+                    if post:
+                        self.p_plf.append(k)
+                        k += 1
+                    else:
+                        self.p_plf.append(-1)
+                    if eff & 0x04:
+                        ns = Vm[k]
+                        if ns * 2 > ntok - k:
+                            raise _Stop
+                        self.p_succ.append(k + 1)
+                        self.p_nsucc.append(ns)
+                        k += 1 + ns * sw
+                    else:
+                        self.p_succ.append(-1)
+                        self.p_nsucc.append(0)
+                    self.p_sw.append(sw)
+                    if k > ntok:
+                        raise _Stop
+            if k > self.ntok:
+                raise _Stop
+            pos = T[k - 1] + 1
+        self.f_ver.append(v)
+        self.f_feat.append(feat)
+        self.f_nr.append(nr)
+        self.f_entry_tok.append(entry_tok)
+        return pos
+
+
+def _seg_cumsum(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """Inclusive cumulative sums restarting at each ``ptr`` boundary."""
+    c = np.cumsum(values, dtype=np.uint64)
+    if not len(c):
+        return c
+    starts = ptr[:-1]
+    counts = np.diff(ptr)
+    before = np.zeros(len(starts), dtype=np.uint64)
+    nz = starts > 0
+    before[nz] = c[starts[nz] - 1]
+    return c - np.repeat(before, counts)
+
+
+def _expand(first: np.ndarray, counts: np.ndarray, stride: np.ndarray | int = 1) -> np.ndarray:
+    """Concatenate ``first[i] + stride[i] * arange(counts[i])`` for all i."""
+    total = int(counts.sum()) if len(counts) else 0
+    if not total:
+        return np.zeros(0, np.int64)
+    ptr = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    local = np.arange(total, dtype=np.int64) - np.repeat(ptr[:-1], counts)
+    if np.isscalar(stride):
+        return np.repeat(first, counts) + local * stride
+    return np.repeat(first, counts) + local * np.repeat(stride, counts)
+
+
+def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
+    if inp.kind == KIND_BB_INFO or not inp.data:
+        from bbmap.binary.decode_ref import decode_section_ref
+
+        return decode_section_ref(inp)
+    w = _Walker(inp)
+    versioned = inp.kind != KIND_V0
+    pos = 0
+    stop_at = None
+    committed = (0, 0, 0)
+    while pos < w.n:
+        try:
+            nxt = w.function(pos, versioned)
+        except (_Stop, IndexError):
+            _restore(w, committed)
+            stop_at = pos
+            break
+        w.f_off.append(pos)
+        committed = (len(w.r_nb), len(w.x_ks), len(w.p_freq))
+        pos = nxt
+    m, first_bad = _assemble(w, inp)
+    diags: list[Diagnostic] = []
+    if first_bad is not None:
+        stop_at = int(m.func_map_offset[first_bad])
+        m = _truncate(m, first_bad)
+    notes = Notes(inp)
+    md_or = _md_or(m)
+    for f in range(m.num_functions):
+        check_record(notes, int(m.func_map_offset[f]), int(m.func_version[f]),
+                     int(m.func_feature[f]), md_or[f])
+    diags.extend(notes.diagnostics())
+    if stop_at is not None:
+        records, rdiags = decode_records(inp, start=stop_at)
+        diags.extend(rdiags)
+        if records:
+            b = BlockMapBuilder(list(m.sources))
+            for r in records:
+                b.add(r)
+            m = BlockMap.concat([m, b.build()])
+            m.sources = [inp.source] if inp.source is not None else []
+    return m, diags
+
+
+def _md_or(m: BlockMap) -> list[int]:
+    out = [0] * m.num_functions
+    if not m.num_blocks:
+        return out
+    fb = m.range_block_ptr[m.func_range_ptr]
+    nonempty = np.flatnonzero(np.diff(fb) > 0)
+    if len(nonempty):
+        red = np.bitwise_or.reduceat(m.block_md, fb[:-1][nonempty])
+        for i, f in enumerate(nonempty.tolist()):
+            out[f] = int(red[i])
+    return out
+
+
+def _restore(w: _Walker, committed: tuple[int, int, int]) -> None:
+    """Forget the partial function a stop interrupted (function lists grow at the end)."""
+    nf = len(w.f_off)
+    for name in ("f_ver", "f_feat", "f_nr", "f_entry_tok"):
+        del getattr(w, name)[nf:]
+    for names, n in zip(_LISTS, committed):
+        for name in names:
+            del getattr(w, name)[n:]
+
+
+_LISTS = (("r_addr_off", "r_raw", "r_nb", "r_nblk", "r_run"),
+          ("x_ks", "x_ncs", "x_hash", "x_rng"),
+          ("p_freq", "p_plf", "p_succ", "p_nsucc", "p_sw"))
+
+
+def _truncate(m: BlockMap, nf: int) -> BlockMap:
+    """The first ``nf`` functions of ``m``."""
+    out = BlockMap()
+    nr = int(m.func_range_ptr[nf])
+    nb = int(m.range_block_ptr[nr])
+    ncs = int(m.block_cs_ptr[nb])
+    ns = int(m.block_succ_ptr[nb])
+    for name in BlockMap.ARRAY_FIELDS:
+        a = getattr(m, name)
+        if name == "func_range_ptr":
+            setattr(out, name, a[:nf + 1])
+        elif name == "range_block_ptr":
+            setattr(out, name, a[:nr + 1])
+        elif name in ("block_cs_ptr", "block_succ_ptr"):
+            setattr(out, name, a[:nb + 1])
+        elif name.startswith("func_"):
+            setattr(out, name, a[:nf])
+        elif name.startswith("range_"):
+            setattr(out, name, a[:nr])
+        elif name == "callsite_offsets":
+            setattr(out, name, a[:ncs])
+        elif name.startswith("succ_"):
+            setattr(out, name, a[:ns])
+        else:
+            setattr(out, name, a[:nb])
+    out.sources = list(m.sources)
+    out.func_name = list(m.func_name[:nf])
+    return out
+
+
+def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
+    """Gather the columns; return the map and the first function failing a value check."""
+    m = BlockMap()
+    m.sources = [inp.source] if inp.source is not None else []
+    V = w.V
+    F = len(w.f_off)
+    nr_total = sum(w.f_nr[:F])
+    m.func_version = np.array(w.f_ver, dtype="i2")
+    m.func_feature = np.array(w.f_feat, dtype="u2")
+    m.func_source = np.zeros(F, "i4")
+    m.func_map_offset = np.array(w.f_off, dtype="u8")
+    m.func_range_ptr = np.zeros(F + 1, np.int64)
+    np.cumsum(np.array(w.f_nr, np.int64), out=m.func_range_ptr[1:])
+    R = nr_total
+    r_nb = np.array(w.r_nb[:R], dtype=np.int64)
+    r_nblk = np.array(w.r_nblk[:R], dtype=np.int64)
+    m.range_num_blocks = r_nb.astype("u4")
+    m.range_block_ptr = np.zeros(R + 1, np.int64)
+    np.cumsum(r_nblk, out=m.range_block_ptr[1:])
+    B = int(m.range_block_ptr[-1])
+    bad_func = np.zeros(F, "?")
+    func_of_range = np.repeat(np.arange(F), w.f_nr) if F else np.zeros(0, np.int64)
+    # addresses (relocated in .o)
+    offs = np.array(w.r_addr_off, dtype="u8")
+    raws = np.array(w.r_raw, dtype="u8")
+    vals, secs, bad = inp.relocs.resolve_many(offs, raws)
+    if bad is not None:
+        bad_func[func_of_range[bad]] = True
+    m.range_base = vals.astype("u8")
+    m.range_section = secs.astype("i4")
+    first_range = m.func_range_ptr[:-1]
+    m.func_address = m.range_base[first_range] if F else np.zeros(0, "u8")
+    # per-block version / feature
+    blocks_per_func = np.diff(m.range_block_ptr[m.func_range_ptr])
+    bver = np.repeat(m.func_version.astype(np.int64), blocks_per_func)
+    bfeat = np.repeat(m.func_feature.astype(np.int64), blocks_per_func)
+    beff = np.where(bver >= 2, bfeat, 0)
+    hasid = (bver >= 2).astype(np.int64)
+    has_cs = ((beff & 0x20) != 0).astype(np.int64)
+    block_func = np.repeat(np.arange(F), blocks_per_func)
+    # block first tokens
+    ks = np.zeros(B, np.int64)
+    ncs = np.zeros(B, np.int64)
+    hpos = np.full(B, -1, np.int64)
+    run = np.array(w.r_run[:R], dtype=np.int64).reshape(-1, 2)
+    is_run = run[:, 0] >= 0 if R else np.zeros(0, "?")
+    if is_run.any():
+        rr = np.flatnonzero(is_run)
+        pos_blocks = _expand(m.range_block_ptr[rr], r_nblk[rr])
+        ks[pos_blocks] = _expand(run[rr, 0], r_nblk[rr], run[rr, 1])
+    if w.x_ks:
+        xr = np.flatnonzero(~is_run & (r_nblk > 0))
+        pos_blocks = _expand(m.range_block_ptr[xr], r_nblk[xr])
+        ks[pos_blocks] = np.array(w.x_ks, np.int64)
+        ncs[pos_blocks] = np.array(w.x_ncs, np.int64)
+        hpos[pos_blocks] = np.array(w.x_hash, np.int64)
+    off_t = ks + hasid
+    size_t = off_t + 1 + has_cs * (1 + ncs)
+    md_t = size_t + 1
+    ids = V[ks]
+    local = np.arange(B, dtype=np.int64) - np.repeat(m.range_block_ptr[:-1], r_nblk)
+    raw_id = np.where(hasid == 1, ids, local.astype(np.uint64))
+    raw_off = V[off_t]
+    raw_size = V[size_t]
+    raw_md = V[md_t]
+    # callsites
+    cs_blocks = np.flatnonzero(ncs > 0)
+    m.block_cs_ptr = np.zeros(B + 1, np.int64)
+    np.cumsum(ncs, out=m.block_cs_ptr[1:])
+    cs_tok = _expand(off_t[cs_blocks] + 2, ncs[cs_blocks])
+    deltas = V[cs_tok]
+    cs_abs = _seg_cumsum(deltas, m.block_cs_ptr[np.concatenate([cs_blocks, [B]])]
+                         if len(cs_blocks) else np.zeros(1, np.int64)) if len(cs_tok) else deltas
+    last_cs = np.zeros(B, np.uint64)
+    if len(cs_blocks):
+        last_cs[cs_blocks] = cs_abs[m.block_cs_ptr[cs_blocks + 1] - 1]
+    size = raw_size + last_cs
+    # value checks: any token touched that is malformed or over 32 bits
+    bad_tok = w.bad_np
+    checks32 = [raw_off, raw_size, raw_md, deltas, ncs.astype(np.uint64)]
+    bad_block = (raw_off > U32) | (raw_size > U32) | (raw_md > 0xFF) | (size > U32)
+    bad_block |= bad_tok[off_t] | bad_tok[size_t] | bad_tok[md_t] | (bad_tok[ks] & (hasid == 1))
+    bad_block |= (ids > U32) & (hasid == 1)
+    if len(cs_tok):
+        bad_cs = (deltas > U32) | bad_tok[cs_tok] | (cs_abs > U32)
+        if bad_cs.any():
+            owner = np.repeat(cs_blocks, ncs[cs_blocks])
+            bad_block[owner[bad_cs]] = True
+    del checks32
+    if bad_block.any():
+        bad_func[block_func[bad_block]] = True
+    # absolute offsets: v0 from the function start, v1+ from the previous block's end
+    step = raw_off + size
+    cum = _seg_cumsum(step, m.range_block_ptr)
+    rel = cum - size
+    absolute = np.where(bver == 0, raw_off, rel)
+    m.block_id = raw_id.astype("u4")
+    m.block_offset = absolute.astype("u8")
+    m.block_size = size.astype("u8")
+    m.block_md = (raw_md & np.uint64(0xFF)).astype("u1")
+    m.callsite_offsets = cs_abs.astype("u4")
+    # hashes
+    m.block_hash = np.zeros(B, "u8")
+    hb = np.flatnonzero(hpos >= 0)
+    if len(hb):
+        raw = np.frombuffer(w.data, np.uint8)
+        idx = hpos[hb][:, None] + np.arange(8)
+        dt = np.dtype("<u8" if inp.little else ">u8")
+        m.block_hash[hb] = np.ascontiguousarray(raw[idx]).view(dt).ravel().astype("u8")
+    # PGO
+    m.func_entry_count = np.zeros(F, "u8")
+    et = np.array(w.f_entry_tok[:F], np.int64)
+    has_e = et >= 0
+    if has_e.any():
+        ev = V[et[has_e]]
+        m.func_entry_count[has_e] = ev
+        bad_func[np.flatnonzero(has_e)[bad_tok[et[has_e]]]] = True
+    m.block_freq = np.zeros(B, "u8")
+    m.block_postlink_freq = np.zeros(B, "u8")
+    m.block_succ_ptr = np.zeros(B + 1, np.int64)
+    pgo_f = (np.where(m.func_version >= 2, m.func_feature, 0) & 0x06) != 0
+    pgo_blocks = np.flatnonzero(np.repeat(pgo_f, blocks_per_func)) if B else np.zeros(0, int)
+    P = len(pgo_blocks)
+    nsucc = np.zeros(B, np.int64)
+    succ_first = np.zeros(B, np.int64)
+    sw = np.zeros(B, np.int64)
+    if P:
+        pf = np.array(w.p_freq[:P], np.int64)
+        pp = np.array(w.p_plf[:P], np.int64)
+        ps = np.array(w.p_succ[:P], np.int64)
+        pn = np.array(w.p_nsucc[:P], np.int64)
+        psw = np.array(w.p_sw[:P], np.int64)
+        sel = pf >= 0
+        m.block_freq[pgo_blocks[sel]] = V[pf[sel]]
+        bad_p = np.zeros(P, "?")
+        bad_p[sel] |= bad_tok[pf[sel]]
+        sel = pp >= 0
+        m.block_postlink_freq[pgo_blocks[sel]] = V[pp[sel]]
+        bad_p[sel] |= bad_tok[pp[sel]] | (V[pp[sel]] > U32)
+        bad_p |= bad_tok[np.maximum(ps - 1, 0)] & (ps >= 0)
+        nsucc[pgo_blocks] = pn
+        succ_first[pgo_blocks] = ps
+        sw[pgo_blocks] = psw
+        if bad_p.any():
+            bad_func[block_func[pgo_blocks[bad_p]]] = True
+    np.cumsum(nsucc, out=m.block_succ_ptr[1:])
+    sb = np.flatnonzero(nsucc > 0)
+    st = _expand(succ_first[sb], nsucc[sb], sw[sb])
+    post = np.repeat(sw[sb] == 3, nsucc[sb])
+    m.succ_id = V[st].astype("u4") if len(st) else np.zeros(0, "u4")
+    m.succ_prob = V[st + 1].astype("u4") if len(st) else np.zeros(0, "u4")
+    m.succ_postlink = np.where(post, V[np.where(post, st + 2, st)], 0).astype("u8") \
+        if len(st) else np.zeros(0, "u8")
+    if len(st):
+        bad_s = (V[st] > U32) | (V[st + 1] > U32) | bad_tok[st] | bad_tok[st + 1]
+        bad_s |= post & ((V[np.where(post, st + 2, st)] > U32)
+                         | bad_tok[np.where(post, st + 2, st)])
+        if bad_s.any():
+            owner = np.repeat(sb, nsucc[sb])
+            bad_func[block_func[owner[bad_s]]] = True
+    m.func_name = [None] * F
+    first_bad = int(np.argmax(bad_func)) if bad_func.any() else None
+    return m, first_bad

@@ -1,0 +1,340 @@
+"""An ELF file as bbmap needs it: segments, sections, build-id, symbols, block maps.
+
+pyelftools does the ELF plumbing (headers, notes, section data); the file is
+memory-mapped so that a 100 MB binary costs nothing until a section is read.  The
+block map is decoded lazily from every source the file has: map sections of both
+types (found by ``sh_type``, never by name), ``.bb_info``, and LLVM 11 label symbols.
+Decode faults become :attr:`Binary.diagnostics`; what decoded before them is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+import zlib
+from functools import cached_property
+
+import numpy as np
+from elftools.common.exceptions import ELFError
+from elftools.elf import enums
+from elftools.elf.elffile import ELFFile
+
+from bbmap.binary.mapinput import KIND_BB_INFO, KIND_V0, KIND_VERSIONED, MapInput
+from bbmap.binary.relocs import load_relocations
+from bbmap.binary.symbols import (
+    SymbolTable,
+    function_symbols,
+    name_functions,
+    read_symtab,
+)
+from bbmap.binary.types import FunctionSymbols, SectionInfo, Segment
+from bbmap.errors import BBMapError, Diagnostic, Diagnostics
+from bbmap.formats.bbaddrmap import (
+    BB_INFO_SECTION,
+    SHT_LLVM_BB_ADDR_MAP,
+    SHT_LLVM_BB_ADDR_MAP_V0,
+)
+from bbmap.model import BlockMap, MapSource
+
+SHF_COMPRESSED = 0x800
+ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 1, 2
+ET_NAMES = {1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
+DEFAULT_DEBUG_DIRS = ("/usr/lib/debug",)
+
+_SH_TYPES: dict[str, int] = {}
+for _name in dir(enums):
+    if _name.startswith("ENUM_SH_TYPE"):
+        for _k, _v in getattr(enums, _name).items():
+            if isinstance(_v, int):
+                _SH_TYPES.setdefault(_k, _v)
+
+
+def sh_type_number(value) -> int:
+    return value if isinstance(value, int) else _SH_TYPES.get(value, -1)
+
+
+class Binary:
+    """One ELF file (see spec/architecture.md, ``bbmap.binary``)."""
+
+    def __init__(self, path: str | os.PathLike, *, debug_dirs=(), demangle: bool = True,
+                 decoder: str = "fast") -> None:
+        self.path = os.fspath(path)
+        self.demangle = demangle
+        self.decoder = decoder
+        self.debug_dirs = tuple(debug_dirs)
+        self.diagnostics = Diagnostics()
+        try:
+            self._fh = open(self.path, "rb")  # noqa: SIM115 - lives as long as the object
+        except OSError as e:
+            raise BBMapError(f"cannot open: {e.strerror}", file=self.path) from None
+        try:
+            size = os.fstat(self._fh.fileno()).st_size
+            if size < 16:
+                raise BBMapError("not an ELF file (too short)", file=self.path, offset=0)
+            self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+            if self._mm[:4] != b"\x7fELF":
+                raise BBMapError("not an ELF file (bad magic)", file=self.path, offset=0)
+            self.elf = ELFFile(self._mm)
+            self.elfclass = self.elf.elfclass
+            self.little_endian = self.elf.little_endian
+            self.machine = self.elf["e_machine"]
+            self.e_type = ET_NAMES.get(_etype_num(self.elf["e_type"]), str(self.elf["e_type"]))
+            self.sections = self._read_sections()
+            self.segments = self._read_segments()
+        except (ELFError, struct.error, ValueError) as e:
+            self.close()
+            raise BBMapError(f"malformed ELF: {e}", file=self.path) from None
+
+    # ------------------------------------------------------------------ basics
+    def close(self) -> None:
+        for attr in ("_mm", "_fh"):
+            obj = getattr(self, attr, None)
+            if obj is not None:
+                with contextlib.suppress(OSError, BufferError):
+                    obj.close()
+
+    @property
+    def is_relocatable(self) -> bool:
+        return self.e_type == "ET_REL"
+
+    @property
+    def address_size(self) -> int:
+        return 8 if self.elfclass == 64 else 4
+
+    def _read_sections(self) -> list[SectionInfo]:
+        out = []
+        for i, s in enumerate(self.elf.iter_sections()):
+            h = s.header
+            out.append(SectionInfo(index=i, name=s.name, sh_type=sh_type_number(h["sh_type"]),
+                                   sh_flags=h["sh_flags"], sh_addr=h["sh_addr"],
+                                   sh_offset=h["sh_offset"], sh_size=h["sh_size"],
+                                   sh_link=h["sh_link"], sh_info=h["sh_info"]))
+        return out
+
+    def _read_segments(self) -> list[Segment]:
+        out = []
+        for seg in self.elf.iter_segments():
+            h = seg.header
+            p_type = h["p_type"]
+            if not isinstance(p_type, int):
+                p_type = enums.ENUM_P_TYPE_BASE.get(p_type, -1)
+            out.append(Segment(p_type=p_type, p_flags=h["p_flags"], p_offset=h["p_offset"],
+                               p_vaddr=h["p_vaddr"], p_filesz=h["p_filesz"],
+                               p_memsz=h["p_memsz"], p_align=h["p_align"]))
+        return out
+
+    def section_label(self, index: int) -> str:
+        return f"section [{index}] {self.sections[index].name}"
+
+    def section_data(self, index: int) -> bytes:
+        """Raw section bytes, decompressed if SHF_COMPRESSED (zlib or zstd)."""
+        s = self.sections[index]
+        if s.sh_type == 8:  # SHT_NOBITS
+            return b""
+        end = s.sh_offset + s.sh_size
+        if end > len(self._mm):
+            raise BBMapError(f"section extends past the end of the file ({end:#x} > "
+                             f"{len(self._mm):#x})", file=self.path,
+                             section=self.section_label(index), offset=0)
+        raw = bytes(self._mm[s.sh_offset:end])
+        if not s.sh_flags & SHF_COMPRESSED:
+            return raw
+        return self._decompress(raw, index)
+
+    def _decompress(self, raw: bytes, index: int) -> bytes:
+        end = "<" if self.little_endian else ">"
+        where = {"file": self.path, "section": self.section_label(index)}
+        if self.elfclass == 64:
+            hdr, fmt = 24, end + "IIQQ"
+        else:
+            hdr, fmt = 12, end + "III"
+        if len(raw) < hdr:
+            raise BBMapError("compressed section shorter than its header", offset=0, **where)
+        fields = struct.unpack_from(fmt, raw)
+        ch_type, ch_size = fields[0], fields[2] if self.elfclass == 64 else fields[1]
+        body = raw[hdr:]
+        try:
+            if ch_type == ELFCOMPRESS_ZLIB:
+                d = zlib.decompressobj()
+                out = d.decompress(body, ch_size + 1)
+            elif ch_type == ELFCOMPRESS_ZSTD:
+                import zstandard
+
+                out = zstandard.ZstdDecompressor().decompressobj().decompress(body)
+            else:
+                raise BBMapError(f"unknown compression type {ch_type}", offset=0, **where)
+        except (zlib.error, Exception) as e:
+            if isinstance(e, BBMapError):
+                raise
+            raise BBMapError(f"cannot decompress: {e}", offset=hdr, **where) from None
+        if len(out) != ch_size:
+            raise BBMapError(f"decompressed size {len(out)} differs from ch_size {ch_size}",
+                             offset=0, **where)
+        return out
+
+    # ---------------------------------------------------------------- build-id
+    @cached_property
+    def build_id(self) -> str | None:
+        for s in self.elf.iter_sections():
+            if s.header["sh_type"] == "SHT_NOTE":
+                try:
+                    for note in s.iter_notes():
+                        if note["n_type"] == "NT_GNU_BUILD_ID":
+                            return note["n_desc"]
+                except (ELFError, struct.error, UnicodeDecodeError):
+                    continue
+        return None
+
+    # ----------------------------------------------------------------- symbols
+    def _symbol_tables(self) -> list[SymbolTable]:
+        out = []
+        for sec in self.sections:
+            if sec.sh_type in (2, 11) and sec.sh_link < len(self.sections):  # SYMTAB, DYNSYM
+                try:
+                    data = self.section_data(sec.index)
+                    strtab = self.section_data(sec.sh_link)
+                except BBMapError as e:
+                    self.diagnostics.add(e.diagnostic)
+                    continue
+                out.append(read_symtab(data, strtab, is64=self.elfclass == 64,
+                                       little=self.little_endian, section_name=sec.name))
+        return out
+
+    @cached_property
+    def symbol_tables(self) -> list[SymbolTable]:
+        """``.symtab`` first, then ``.dynsym``; from a debug file if this one has neither."""
+        tables = self._symbol_tables()
+        if not any(t.section_name == ".symtab" for t in tables):
+            dbg = self.debug_file()
+            if dbg is not None:
+                tables = [t for t in dbg._symbol_tables() if t.section_name == ".symtab"] + tables
+        tables.sort(key=lambda t: t.section_name != ".symtab")
+        return tables
+
+    @cached_property
+    def symbols(self) -> FunctionSymbols:
+        return function_symbols(self.symbol_tables, demangle_names=self.demangle)
+
+    def debug_file(self) -> Binary | None:
+        """A separate debug file found by build-id (``.build-id/xx/rest.debug``)."""
+        bid = self.build_id
+        if not bid or len(bid) < 3:
+            return None
+        for d in (*self.debug_dirs, *DEFAULT_DEBUG_DIRS):
+            for cand in (os.path.join(d, ".build-id", bid[:2], bid[2:] + ".debug"),
+                         os.path.join(d, bid[:2], bid[2:] + ".debug")):
+                if os.path.isfile(cand):
+                    try:
+                        other = Binary(cand, demangle=self.demangle)
+                    except BBMapError as e:
+                        self.diagnostics.add(e.diagnostic)
+                        continue
+                    if other.build_id == bid:
+                        return other
+        return None
+
+    # --------------------------------------------------------------- block map
+    def map_sections(self) -> list[SectionInfo]:
+        return [s for s in self.sections
+                if s.sh_type in (SHT_LLVM_BB_ADDR_MAP, SHT_LLVM_BB_ADDR_MAP_V0)
+                or (s.name == BB_INFO_SECTION and s.sh_type == 1)]
+
+    def map_input(self, sec: SectionInfo) -> MapInput | None:
+        """Everything a decoder needs for one map section (None if unreadable)."""
+        label = self.section_label(sec.index)
+        if sec.sh_type == SHT_LLVM_BB_ADDR_MAP:
+            kind, stype = KIND_VERSIONED, "section"
+        elif sec.sh_type == SHT_LLVM_BB_ADDR_MAP_V0:
+            kind, stype = KIND_V0, "section"
+        else:
+            kind, stype = KIND_BB_INFO, "bb_info"
+        try:
+            data = self.section_data(sec.index)
+        except BBMapError as e:
+            self.diagnostics.add(e.diagnostic)
+            return None
+        source = MapSource(kind=stype, section_index=sec.index, section_name=sec.name,
+                           sh_type=sec.sh_type, link=sec.sh_link)
+        inp = MapInput(data=data, kind=kind, address_size=self.address_size,
+                       little=self.little_endian, file=self.path, label=label, source=source)
+        if self.is_relocatable:
+            diags: list[Diagnostic] = []
+            relocs = load_relocations(self.sections, self.section_data, sec.index, len(data),
+                                      is64=self.elfclass == 64,
+                                      address_size=self.address_size,
+                                      little=self.little_endian, label=label,
+                                      file=self.path, diags=diags)
+            self.diagnostics.extend(diags)
+            if relocs is None:
+                if not diags:
+                    self.diagnostics.warn(
+                        "relocatable object without relocations for this map: "
+                        "addresses are the raw field values", file=self.path, section=label)
+            else:
+                inp.relocs = relocs
+        return inp
+
+    def decode_section(self, sec: SectionInfo) -> BlockMap | None:
+        inp = self.map_input(sec)
+        if inp is None:
+            return None
+        if self.decoder == "ref":
+            from bbmap.binary.decode_ref import decode_section_ref as decode
+        else:
+            from bbmap.binary.decode_fast import decode_section_fast as decode
+        m, diags = decode(inp)
+        self.diagnostics.extend(diags)
+        return m
+
+    @cached_property
+    def block_map(self) -> BlockMap:
+        maps = []
+        for sec in self.map_sections():
+            m = self.decode_section(sec)
+            if m is not None and m.num_functions:
+                maps.append(m)
+        from bbmap.binary.labels import label_block_map
+
+        lm = label_block_map(self)
+        if lm is not None and lm.num_functions:
+            maps.append(lm)
+        out = BlockMap.concat(maps)
+        if not self.is_relocatable:
+            self._fill_range_sections(out)
+        if self.is_relocatable:
+            secs = out.range_section[out.func_range_ptr[:-1]] if out.num_functions else None
+        else:
+            secs = np.full(out.num_functions, -1, "i4")
+        table = self.symbol_tables[0] if self.symbol_tables else None
+        names = name_functions(out.func_address, secs, table,
+                               relocatable=self.is_relocatable)
+        out.func_name = [n if n is not None else old
+                         for n, old in zip(names, out.func_name or [None] * len(names))]
+        return out
+
+    def _fill_range_sections(self, m: BlockMap) -> None:
+        """Linked images: the text section holding each range base (-1 if none)."""
+        execs = sorted((s for s in self.sections if s.is_exec and s.sh_size),
+                       key=lambda s: s.sh_addr)
+        if not execs or not m.num_ranges:
+            return
+        starts = np.array([s.sh_addr for s in execs], "u8")
+        ends = np.array([s.sh_addr + s.sh_size for s in execs], "u8")
+        idx = np.array([s.index for s in execs], "i4")
+        p = np.searchsorted(starts, m.range_base, side="right") - 1
+        ok = (p >= 0) & (m.range_base < ends[np.maximum(p, 0)])
+        m.range_section = np.where(ok, idx[np.maximum(p, 0)], m.range_section).astype("i4")
+
+
+def _etype_num(value) -> int:
+    if isinstance(value, int):
+        return value
+    return {"ET_REL": 1, "ET_EXEC": 2, "ET_DYN": 3, "ET_CORE": 4}.get(value, 0)
+
+
+def load_binary(path: str | os.PathLike, *, debug_dirs=(), demangle: bool = True,
+                decoder: str = "fast") -> Binary:
+    """Open ``path`` as ELF; raise :class:`BBMapError` if it is not one."""
+    return Binary(path, debug_dirs=debug_dirs, demangle=demangle, decoder=decoder)

@@ -1,0 +1,187 @@
+"""Relocations that fill a map's address fields in relocatable objects (ET_REL).
+
+In a ``.o`` every function/range address field is 0 (RELA, CREL) or the addend
+(REL, e.g. i386/armv7) and carries an absolute relocation against the text
+section's symbol.  The resolved value S + A is an offset inside the symbol's
+section, so each address comes back with its section index -- llvm-readobj prints
+the same offset (it reads only RELA/CREL; we read REL too).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bbmap.errors import Diagnostic
+from bbmap.formats.leb128 import MapFault, decode_uleb
+
+SHT_RELA = 4
+SHT_REL = 9
+SHT_CREL = 0x40000014
+RELOC_TYPES = (SHT_RELA, SHT_REL, SHT_CREL)
+
+
+def decode_sleb(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data):
+            raise MapFault("malformed sleb128, extends past end", pos)
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            if b & 0x40:
+                value -= 1 << shift
+            return value, pos
+
+
+def parse_crel(data: bytes, is64: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decode a SHT_CREL section into (r_offset, symbol index, addend) columns."""
+    hdr, pos = decode_uleb(data, 0)
+    count, flag_bits, shift = hdr >> 3, (3 if hdr & 4 else 2), hdr & 3
+    if count * 1 > len(data):
+        raise MapFault(f"CREL count {count} larger than the section", 0)
+    offs = np.zeros(count, "u8")
+    syms = np.zeros(count, "u8")
+    adds = np.zeros(count, "i8")
+    offset = sym = addend = 0
+    for i in range(count):
+        if pos >= len(data):
+            raise MapFault("CREL entry runs past the end", pos)
+        b = data[pos]
+        pos += 1
+        offset += b >> flag_bits
+        if b >= 0x80:
+            more, pos = decode_uleb(data, pos)
+            offset += (more << (7 - flag_bits)) - (0x80 >> flag_bits)
+        if b & 1:
+            d, pos = decode_sleb(data, pos)
+            sym += d
+        if b & 2:
+            _, pos = decode_sleb(data, pos)  # type delta: not needed for S + A
+        if b & 4 & hdr:
+            d, pos = decode_sleb(data, pos)
+            addend += d
+        offs[i] = (offset << shift) & 0xFFFFFFFFFFFFFFFF
+        syms[i] = sym
+        adds[i] = addend
+    return offs, syms, adds
+
+
+class Relocations:
+    """``r_offset -> (S + A, section)`` for one map section of a relocatable object."""
+
+    def __init__(self, *, offsets: np.ndarray, values: np.ndarray, sections: np.ndarray,
+                 is_rel: bool, address_size: int, little: bool, map_data: bytes,
+                 label: str, file: str | None) -> None:
+        order = np.argsort(offsets, kind="stable")
+        self.offsets = offsets[order].astype("u8")
+        self.sym_values = values[order].astype("u8")  # S, or S + A for RELA/CREL
+        self.sections = sections[order].astype("i4")
+        self.is_rel = is_rel
+        self.address_size = address_size
+        self.little = little
+        self.label = label
+        self.file = file
+        self.mask = (1 << (8 * address_size)) - 1
+
+    def resolve(self, offset: int, raw: int) -> tuple[int, int]:
+        i = int(np.searchsorted(self.offsets, offset))
+        if i >= len(self.offsets) or int(self.offsets[i]) != offset:
+            raise MapFault(f"failed to get relocation data for offset: {offset:#x}", offset)
+        v = int(self.sym_values[i]) + (raw if self.is_rel else 0)
+        return v & self.mask, int(self.sections[i])
+
+    def resolve_many(self, offsets: np.ndarray, raws: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, int | None]:
+        idx = np.searchsorted(self.offsets, offsets)
+        ok = idx < len(self.offsets)
+        idx_c = np.minimum(idx, max(len(self.offsets) - 1, 0))
+        if len(self.offsets):
+            ok &= self.offsets[idx_c] == offsets
+        else:
+            ok[:] = False
+        bad = None if ok.all() else int(np.argmin(ok))
+        if not len(self.offsets):
+            return raws.astype("u8"), np.full(len(raws), -1, "i4"), bad
+        vals = self.sym_values[idx_c] + (raws.astype("u8") if self.is_rel else np.uint64(0))
+        if self.address_size == 4:
+            vals = vals & np.uint64(0xFFFFFFFF)
+        return vals.astype("u8"), self.sections[idx_c], bad
+
+
+def load_relocations(sections, section_data, map_index: int, map_size: int, *,
+                     is64: bool, address_size: int, little: bool, label: str,
+                     file: str | None, diags: list[Diagnostic]) -> Relocations | None:
+    """The relocations applying to section ``map_index`` (sh_info), or None if absent.
+
+    ``sections`` are :class:`~bbmap.binary.types.SectionInfo`; ``section_data(i)``
+    returns a section's bytes.  Entries pointing outside the map, or at symbols that
+    do not exist, are refused with an error naming the relocation section and the
+    entry's byte offset.
+    """
+    rel = next((s for s in sections if s.sh_type in RELOC_TYPES and s.sh_info == map_index),
+               None)
+    if rel is None:
+        return None
+    rlabel = f"section [{rel.index}] {rel.name}"
+    end = "<" if little else ">"
+    kind = rel.sh_type
+    data = section_data(rel.index)
+    try:
+        if kind == SHT_CREL:
+            offs, syms, adds = parse_crel(data, is64)
+            entsize = 0
+        else:
+            entsize = (24 if kind == SHT_RELA else 16) if is64 else (12 if kind == SHT_RELA else 8)
+            if len(data) % entsize:
+                raise MapFault(f"size {len(data):#x} is not a multiple of entry size {entsize}",
+                               len(data) - len(data) % entsize)
+            w = "u8" if is64 else "u4"
+            fields = [("r_offset", end + w), ("r_info", end + w)]
+            if kind == SHT_RELA:
+                fields.append(("r_addend", end + ("i8" if is64 else "i4")))
+            arr = np.frombuffer(data, dtype=np.dtype(fields))
+            offs = arr["r_offset"].astype("u8")
+            info = arr["r_info"].astype("u8")
+            syms = info >> np.uint64(32 if is64 else 8)
+            adds = (arr["r_addend"].astype("i8") if kind == SHT_RELA
+                    else np.zeros(len(arr), "i8"))
+    except MapFault as e:
+        diags.append(Diagnostic(f"unreadable relocations: {e.message}", file, rlabel,
+                                e.offset, "error"))
+        return None
+    if rel.sh_link >= len(sections):
+        diags.append(Diagnostic(f"sh_link {rel.sh_link} names no section", file, rlabel, None,
+                                "error"))
+        return None
+    sym_value, sym_shndx = _symbol_columns(section_data(rel.sh_link), is64, little)
+    keep = np.ones(len(offs), "?")
+    outside = offs + np.uint64(address_size) > np.uint64(map_size)
+    badsym = syms >= np.uint64(len(sym_value))
+    for mask, what in ((outside, "points outside"), (badsym, "names a missing symbol in")):
+        if mask.any():
+            i = int(np.argmax(mask))
+            diags.append(Diagnostic(
+                f"relocation {i} (r_offset {int(offs[i]):#x}) {what} {label} "
+                f"({int(mask.sum())} such entries ignored)", file, rlabel,
+                i * entsize if entsize else None, "error"))
+            keep &= ~mask
+    offs, syms, adds = offs[keep], syms[keep].astype("i8"), adds[keep]
+    values = (sym_value[syms].astype("i8") + adds).astype("u8") if len(syms) else offs * 0
+    sections = sym_shndx[syms].astype("i4") if len(syms) else np.zeros(0, "i4")
+    return Relocations(offsets=offs, values=values, sections=sections,
+                       is_rel=kind == SHT_REL, address_size=address_size, little=little,
+                       map_data=b"", label=label, file=file)
+
+
+def _symbol_columns(data: bytes, is64: bool, little: bool) -> tuple[np.ndarray, np.ndarray]:
+    end = "<" if little else ">"
+    if is64:
+        dt = np.dtype([("name", end + "u4"), ("info", "u1"), ("other", "u1"),
+                       ("shndx", end + "u2"), ("value", end + "u8"), ("size", end + "u8")])
+    else:
+        dt = np.dtype([("name", end + "u4"), ("value", end + "u4"), ("size", end + "u4"),
+                       ("info", "u1"), ("other", "u1"), ("shndx", end + "u2")])
+    arr = np.frombuffer(data[: len(data) - len(data) % dt.itemsize], dtype=dt)
+    return arr["value"].astype("u8"), arr["shndx"].astype("i4")

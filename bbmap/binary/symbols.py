@@ -1,0 +1,143 @@
+"""Symbol tables read columnar, and the naming of map functions.
+
+pyelftools parses one symbol at a time (construct, ~10 us each); a clang binary has
+hundreds of thousands, so ``.symtab``/``.dynsym`` are read as one numpy record array
+and only the names we keep are cut out of the string table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from bbmap.binary.types import FunctionSymbols, parent_name
+
+STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_GNU_IFUNC = 0, 1, 2, 3, 10
+STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
+SHN_UNDEF = 0
+SHN_LORESERVE = 0xFF00
+_PART = re.compile(r"\.(?:cold|__part\.\d+|eh)$")
+
+
+@dataclass
+class SymbolTable:
+    """All entries of one symbol table (columns), names decoded on demand."""
+
+    value: np.ndarray
+    size: np.ndarray
+    info: np.ndarray
+    shndx: np.ndarray
+    name_off: np.ndarray
+    strtab: bytes
+    section_name: str
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    @property
+    def stype(self) -> np.ndarray:
+        return self.info & 0xF
+
+    @property
+    def bind(self) -> np.ndarray:
+        return self.info >> 4
+
+    def name(self, i: int) -> str:
+        off = int(self.name_off[i])
+        end = self.strtab.find(b"\0", off)
+        raw = self.strtab[off:end if end >= 0 else len(self.strtab)]
+        return raw.decode("utf-8", "replace")
+
+
+def read_symtab(data: bytes, strtab: bytes, *, is64: bool, little: bool,
+                section_name: str) -> SymbolTable:
+    end = "<" if little else ">"
+    if is64:
+        dt = np.dtype([("name", end + "u4"), ("info", "u1"), ("other", "u1"),
+                       ("shndx", end + "u2"), ("value", end + "u8"), ("size", end + "u8")])
+    else:
+        dt = np.dtype([("name", end + "u4"), ("value", end + "u4"), ("size", end + "u4"),
+                       ("info", "u1"), ("other", "u1"), ("shndx", end + "u2")])
+    arr = np.frombuffer(data[: len(data) - len(data) % dt.itemsize], dtype=dt)
+    return SymbolTable(value=arr["value"].astype("u8"), size=arr["size"].astype("u8"),
+                       info=arr["info"].copy(), shndx=arr["shndx"].astype("i4"),
+                       name_off=arr["name"].astype("i8"), strtab=strtab,
+                       section_name=section_name)
+
+
+def demangle(name: str) -> str:
+    import cxxfilt
+
+    if not name.startswith("_Z"):
+        return name
+    try:
+        return cxxfilt.demangle(name)
+    except Exception:  # noqa: BLE001 - cxxfilt raises its own types on odd names
+        return name
+
+
+def function_symbols(tables: list[SymbolTable], *, demangle_names: bool = True
+                     ) -> FunctionSymbols:
+    """Sized code symbols (STT_FUNC/IFUNC and ``.cold``/``.__part.N`` parts), by address."""
+    rows: dict[tuple[int, str], tuple[int, int, bool]] = {}
+    for t in tables:
+        st = t.stype
+        defined = (t.shndx != SHN_UNDEF) & (t.shndx < SHN_LORESERVE)
+        funcs = defined & ((st == STT_FUNC) | (st == STT_GNU_IFUNC))
+        maybe_part = defined & (st == STT_NOTYPE) & (t.size > 0)
+        for i in np.nonzero(funcs | maybe_part)[0].tolist():
+            name = t.name(i)
+            is_func = bool(funcs[i])
+            if not is_func and not _PART.search(name):
+                continue
+            key = (int(t.value[i]), name)
+            if key not in rows:
+                rows[key] = (int(t.size[i]), int(t.shndx[i]), is_func)
+    keys = sorted(rows)
+    fs = FunctionSymbols(
+        address=np.array([k[0] for k in keys], dtype="u8"),
+        size=np.array([rows[k][0] for k in keys], dtype="u8"),
+        section=np.array([rows[k][1] for k in keys], dtype="i4"),
+        names=[k[1] for k in keys],
+        is_func=np.array([rows[k][2] for k in keys], dtype="?"))
+    fs.display = [demangle(n) for n in fs.names] if demangle_names else list(fs.names)
+    return fs
+
+
+def name_functions(addresses: np.ndarray, sections: np.ndarray, table: SymbolTable | None,
+                   *, relocatable: bool) -> list[str | None]:
+    """The symbol naming each map function, as llvm-readobj chooses it.
+
+    Candidates are STT_FUNC/IFUNC symbols whose value equals the function address (in
+    a ``.o`` also in the same section); globals win over locals, then table order.
+    """
+    out: list[str | None] = [None] * len(addresses)
+    if table is None or not len(addresses):
+        return out
+    st = table.stype
+    cand = np.nonzero(((st == STT_FUNC) | (st == STT_GNU_IFUNC))
+                      & (table.shndx != SHN_UNDEF))[0]
+    if not len(cand):
+        return out
+    bind = table.bind[cand]
+    rank = np.where((bind == STB_GLOBAL) | (bind == STB_WEAK), 0, 1)
+    order = np.lexsort((cand, rank, table.value[cand]))  # by value, then global, then index
+    cand = cand[order]
+    vals = table.value[cand]
+    pos = np.searchsorted(vals, addresses)
+    for f in range(len(addresses)):
+        p = int(pos[f])
+        a = int(addresses[f])
+        while p < len(cand) and int(vals[p]) == a:
+            i = int(cand[p])
+            if not relocatable or int(table.shndx[i]) == int(sections[f]):
+                out[f] = table.name(i)
+                break
+            p += 1
+    return out
+
+
+__all__ = ["SymbolTable", "read_symtab", "function_symbols", "name_functions", "demangle",
+           "parent_name"]

@@ -1,0 +1,44 @@
+"""``bbmap dump BINARY``: every function, range and block of the binary's block maps."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from bbmap.atomic import atomic_open
+from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main
+from bbmap.dump import iter_json, iter_text
+
+
+@main.command("dump")
+@click.argument("binary", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="JSON (shape: spec/dump-json.md).")
+@click.option("--no-demangle", is_flag=True, help="Show raw (mangled) symbol names.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write here (atomically) instead of stdout.")
+@click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="Extra directory searched for a debug file by build-id.")
+@click.option("--decoder", type=click.Choice(["fast", "ref"]), default="fast", hidden=True,
+              help="Map decoder: fast path or the construct reference.")
+@guarded
+def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
+             debug_dirs: tuple[str, ...], decoder: str) -> None:
+    """Decode every basic-block address map in BINARY (map sections, .bb_info, labels)."""
+    from bbmap.binary import load_binary
+
+    b = load_binary(binary, demangle=not no_demangle, debug_dirs=debug_dirs, decoder=decoder)
+    parts = iter_json(b) if as_json else iter_text(b)
+    if output:
+        with atomic_open(output) as fh:
+            for p in parts:
+                fh.write(p)
+    else:
+        out = sys.stdout
+        for p in parts:
+            out.write(p)
+        out.flush()
+    problems = [d for d in b.diagnostics if d.severity == "error"]
+    for d in problems:
+        click.echo(f"bbmap: error: {d}", err=True)
+    sys.exit(EXIT_PROBLEMS if problems else EXIT_OK)

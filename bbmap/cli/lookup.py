@@ -1,0 +1,55 @@
+"""``bbmap lookup BINARY ADDR...``: function, range and block of addresses, in all three spaces."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main
+
+
+@main.command("lookup")
+@click.argument("binary", type=click.Path(dir_okay=False))
+@click.argument("addrs", nargs=-1, required=True)
+@click.option("--offset", "space", flag_value="offset", help="ADDRs are ELF file offsets.")
+@click.option("--vma", "space", flag_value="vma",
+              help="ADDRs are runtime addresses (needs --perf-data or --base).")
+@click.option("--vaddr", "space", flag_value="vaddr", default=True,
+              help="ADDRs are ELF virtual addresses (the default).")
+@click.option("--perf-data", "perf_data", type=click.Path(dir_okay=False),
+              help="Profile whose mmap records say where the binary was loaded.")
+@click.option("--pid", type=int, help="With --vma: use this process's mappings.")
+@click.option("--name", "name", help="The binary's name when profiled (if renamed).")
+@click.option("--base", "base", help="With --vma: the load base address (instead of a profile).")
+@click.option("--target", is_flag=True,
+              help="Resolve as a branch target (first block starting at the address).")
+@click.option("--explain", is_flag=True, help="Show what each of the three stages found.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@guarded
+def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str | None,
+               pid: int | None, name: str | None, base: str | None, target: bool,
+               explain: bool, as_json: bool) -> None:
+    """Map addresses of BINARY to function -> range -> basic block."""
+    from bbmap.binary import load_binary
+    from bbmap.errors import BBMapError
+    from bbmap.lookup import Lookuper, format_report, parse_address
+
+    if space != "vma" and (perf_data or pid is not None or base):
+        raise BBMapError("--perf-data, --pid and --base only apply with --vma")
+    b = load_binary(binary)
+    mappings = None
+    if space == "vma" and perf_data and base is None:
+        from bbmap.mappings import ProfileMappings
+        from bbmap.perf import PerfData
+
+        mappings = ProfileMappings.from_perf_data(PerfData(perf_data), b, name_override=name,
+                                                  pid=pid)
+    lk = Lookuper(b, mappings=mappings, base=None if base is None else parse_address(base))
+    reports = [lk.lookup(a, space, pid=pid, to=target, explain=explain) for a in addrs]
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in reports], indent=2))
+    else:
+        for r in reports:
+            click.echo(format_report(r))
+    raise SystemExit(EXIT_OK if all(r.vaddr is not None for r in reports) else EXIT_PROBLEMS)

@@ -1,0 +1,131 @@
+"""Unsigned LEB128, declared once as a construct type that parses and builds.
+
+LLVM reads most map fields with ``readULEB128As<uint32_t>``: a value over the
+width is an error ("exceeds UINT32_MAX"), and so is a ULEB that runs off the end
+of the data.  :class:`ULEB` raises :class:`MapFault` with the byte offset of the
+field's first byte, so decoders can name exactly where trust ends.
+"""
+
+from __future__ import annotations
+
+from construct import Construct, ConstructError, SizeofError, stream_tell
+from construct.core import stream_write
+
+MAX_ULEB_BYTES = 10  # a u64 needs at most ten 7-bit groups
+
+
+class MapFault(ConstructError):
+    """A decode fault at a byte offset (relative to the stream the struct parses)."""
+
+    def __init__(self, message: str, offset: int, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.message = message
+        self.offset = offset
+
+
+def encode_uleb(value: int) -> bytes:
+    if value < 0:
+        raise ValueError(f"ULEB128 cannot encode negative value {value}")
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def decode_uleb(data: bytes | memoryview, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Return ``(value, next_pos)``; raise :class:`MapFault` if it runs past ``end``."""
+    end = len(data) if end is None else end
+    start = pos
+    value = shift = 0
+    while True:
+        if pos >= end:
+            raise MapFault(f"unable to decode LEB128 at offset {start:#010x}: "
+                           "malformed uleb128, extends past end", start)
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value, pos
+        if shift >= 7 * MAX_ULEB_BYTES:
+            raise MapFault(f"ULEB128 value at offset {start:#x} exceeds UINT64_MAX", start)
+
+
+def check_width(value: int, bits: int, offset: int) -> int:
+    if bits and value >> bits:
+        limit = "UINT32_MAX" if bits == 32 else "UINT64_MAX"
+        raise MapFault(f"ULEB128 value at offset {offset:#x} exceeds {limit} "
+                       f"({(1 << bits) - 1:#x})", offset)
+    return value
+
+
+class ULEB(Construct):
+    """ULEB128 limited to ``bits`` (32 or 64) like LLVM's ``readULEB128As<uintN_t>``."""
+
+    def __init__(self, bits: int = 64) -> None:
+        super().__init__()
+        self.bits = bits
+
+    def _parse(self, stream, context, path):
+        start = stream_tell(stream, path)
+        value = shift = 0
+        while True:
+            chunk = stream.read(1)
+            if not chunk:
+                raise MapFault(f"unable to decode LEB128 at offset {start:#010x}: "
+                               "malformed uleb128, extends past end", start, path)
+            b = chunk[0]
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return check_width(value, self.bits, start)
+            if shift >= 7 * MAX_ULEB_BYTES:
+                raise MapFault(f"ULEB128 value at offset {start:#x} exceeds UINT64_MAX",
+                               start, path)
+
+    def _build(self, obj, stream, context, path):
+        if obj is None or obj < 0 or (self.bits and obj >> self.bits):
+            raise ConstructError(f"cannot encode {obj!r} as ULEB{self.bits}", path=path)
+        stream_write(stream, encode_uleb(obj), len(encode_uleb(obj)), path)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise SizeofError("ULEB128 has variable size", path=path)
+
+
+ULEB32 = ULEB(32)
+ULEB64 = ULEB(64)
+
+
+class Fixed(Construct):
+    """A fixed-width field whose truncation is reported like LLVM's DataExtractor."""
+
+    def __init__(self, subcon: Construct) -> None:
+        super().__init__()
+        self.subcon = subcon
+        self.width = subcon.sizeof()
+
+    def _parse(self, stream, context, path):
+        start = stream_tell(stream, path)
+        data = stream.read(self.width)
+        if len(data) != self.width:
+            raise MapFault(f"unexpected end of data at offset {start + len(data):#x} while "
+                           f"reading [{start:#x}, {start + self.width:#x})", start, path)
+        return self.subcon.parse(data)
+
+    def _build(self, obj, stream, context, path):
+        data = self.subcon.build(obj)
+        stream_write(stream, data, len(data), path)
+        return obj
+
+    def _sizeof(self, context, path):
+        return self.width
+
+
+__all__ = ["ULEB", "ULEB32", "ULEB64", "Fixed", "MapFault", "encode_uleb", "decode_uleb",
+           "check_width"]

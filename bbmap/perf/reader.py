@@ -1,0 +1,730 @@
+"""PerfData: a streaming, columnar reader of perf.data (file mode and pipe mode).
+
+The file is mmapped; records are walked by a tight loop over their 8-byte headers and
+SAMPLE records are collected as offsets and decoded in bulk by :mod:`bbmap.perf.samples`.
+Side records (mmap, comm, fork, exit) are decoded with the construct declarations.
+:meth:`PerfData.stream` yields :class:`SideRecords` and :class:`SampleBatch` in stream
+order, at most ``chunk_samples`` samples at a time, so memory stays bounded whatever the
+file size.  Bad input never raises past the constructor: what can be trusted is kept and
+each fault becomes a diagnostic naming the file, the part and the byte offset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+from construct import ConstructError
+
+from bbmap.errors import BBMapError, Diagnostics
+from bbmap.formats import perfdata as fmt
+from bbmap.perf.attrs import EventAttr
+from bbmap.perf.compressed import InflateError, RecordInflater
+from bbmap.perf.features import BuildIdEntry, parse_build_ids, parse_feature
+from bbmap.perf.records import (
+    CommRecord,
+    ExitRecord,
+    ForkRecord,
+    MmapRecord,
+    SampleBatch,
+    SideRecords,
+)
+from bbmap.perf.samples import SampleLayout, decode_samples, gather_u16, sample_ids
+
+_HDR = struct.Struct("<IHH")
+_RELEASE_STEP = 32 << 20  # give read pages back to the OS every 32 MiB
+_U64 = struct.Struct("<Q")
+_MAX_ATTRS = 4096
+_SIDE_TYPES = frozenset((fmt.REC_MMAP, fmt.REC_MMAP2, fmt.REC_COMM, fmt.REC_FORK, fmt.REC_EXIT))
+_HEADER_TYPES = frozenset((fmt.REC_HEADER_ATTR, fmt.REC_HEADER_FEATURE, fmt.REC_HEADER_BUILD_ID,
+                           78, fmt.REC_HEADER_EVENT_TYPE))
+PROT_READ, PROT_EXEC = 1, 4
+
+
+@dataclass
+class _Stream:
+    """Mutable state of one pass over the records."""
+
+    chunk: int
+    branches: bool
+    seq: int = 0
+    offs: list = field(default_factory=list)  # SAMPLE offsets in the current buffer
+    seqs: list = field(default_factory=list)
+    runs: list = field(default_factory=list)  # (offsets, seqs) arrays of same-size runs
+    nruns: int = 0
+    parts: list = field(default_factory=list)  # decoded SampleBatch pieces not yet yielded
+    nparts: int = 0
+    side: list = field(default_factory=list)
+    counts: list = field(default_factory=lambda: [0] * 256)
+    other_counts: dict = field(default_factory=dict)
+    inflater: RecordInflater | None = None
+    compressed_broken: bool = False
+    bad_samples: int = 0
+    first_bad_sample: tuple | None = None
+    unknown_id_samples: int = 0
+    bad_side: int = 0
+
+
+class PerfData:
+    """A perf.data file; see ``spec/architecture.md`` for the contract."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+        self.diagnostics = Diagnostics()
+        self.attrs: list[EventAttr] = []
+        self.features: dict = {}
+        self.build_ids: list[BuildIdEntry] = []
+        self.record_counts: dict[str, int] = {}
+        self.lost = 0  # events lost (PERF_RECORD_LOST)
+        self.lost_samples = 0  # samples lost (PERF_RECORD_LOST_SAMPLES)
+        self.header: dict = {}
+        self._id_keys = np.zeros(0, np.uint64)
+        self._id_vals = np.zeros(0, np.int16)
+        self._ids_dirty = False
+        self._header_seen: set[int] = set()
+        self._released = 0
+        self.trust_end: int | None = None  # byte offset where a damaged stream stops
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - kept open for the mmap's lifetime
+        except OSError as e:
+            raise BBMapError(f"cannot open: {e.strerror}", file=self.path) from None
+        with fh:
+            self.file_size = os.fstat(fh.fileno()).st_size
+            if self.file_size < fmt.PIPE_HEADER_SIZE:
+                raise BBMapError(f"not perf data: only {self.file_size} bytes", file=self.path,
+                                 offset=0)
+            self._mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        self._mv = memoryview(self._mm)
+        self._np = np.frombuffer(self._mm, dtype=np.uint8)
+        magic = bytes(self._mv[:8])
+        if magic == fmt.MAGIC_SWAPPED:
+            raise BBMapError("opposite-endian (big-endian) perf.data is not supported",
+                             file=self.path, section="file header", offset=0)
+        if magic == b"PERFFILE":
+            raise BBMapError("legacy v1 perf.data (magic PERFFILE) is not supported",
+                             file=self.path, section="file header", offset=0)
+        if magic != fmt.MAGIC:
+            raise BBMapError(f"not perf data: magic {magic!r}", file=self.path,
+                             section="file header", offset=0)
+        hsize = _U64.unpack_from(self._mv, 8)[0]
+        if hsize == fmt.PIPE_HEADER_SIZE:
+            self.mode = "pipe"
+            self._data_start, self._data_end = fmt.PIPE_HEADER_SIZE, self.file_size
+            self._prescan_pipe()
+        elif hsize in (fmt.FILE_HEADER_SIZE, fmt.FILE_HEADER_SIZE_OLD):
+            self.mode = "file"
+            self._read_file_header(hsize)
+        else:
+            raise BBMapError(f"unknown header size {hsize}", file=self.path,
+                             section="file header", offset=8)
+
+    # ------------------------------------------------------------------ header
+    def _read_file_header(self, hsize: int) -> None:
+        if self.file_size < hsize:
+            raise BBMapError(f"file header truncated ({self.file_size} bytes)", file=self.path,
+                             section="file header", offset=0)
+        raw = bytes(self._mv[:hsize]).ljust(fmt.FILE_HEADER_SIZE, b"\0")
+        h = fmt.FileHeader.parse(raw)
+        self.header = {"size": hsize, "attr_size": h.attr_size,
+                       "attrs": {"offset": h.attrs.offset, "size": h.attrs.size},
+                       "data": {"offset": h.data.offset, "size": h.data.size}}
+        if h.attr_size == 0:
+            raise BBMapError("attr_size is 0", file=self.path, section="file header", offset=16)
+        nattrs = h.attrs.size // h.attr_size
+        if nattrs > _MAX_ATTRS or h.attrs.offset + h.attrs.size > self.file_size:
+            raise BBMapError(f"attrs section ({nattrs} entries at {h.attrs.offset:#x}) lies "
+                             "outside the file", file=self.path, section="file header",
+                             offset=24)
+        for i in range(nattrs):
+            pos = h.attrs.offset + i * h.attr_size
+            where = {"file": self.path, "section": f"attr {i}", "offset": pos}
+            try:
+                attr = fmt.EventAttr.parse(bytes(self._mv[pos:pos + h.attr_size]))
+                ids_sec = fmt.FileSection.parse(
+                    bytes(self._mv[pos + attr.size:pos + attr.size + 16]))
+            except ConstructError as e:
+                raise BBMapError(f"cannot decode perf_event_attr: {_short(e)}", **where) from None
+            ids: list[int] = []
+            if ids_sec.size:
+                if ids_sec.offset + ids_sec.size > self.file_size or ids_sec.size % 8:
+                    self.diagnostics.warn(f"ids section {ids_sec.offset:#x}+{ids_sec.size} "
+                                          "lies outside the file; ids ignored", **where)
+                else:
+                    ids = np.frombuffer(self._mm, "<u8", ids_sec.size // 8,
+                                        ids_sec.offset).tolist()
+            self._add_attr(EventAttr.from_container(attr, ids))
+        start, size = h.data.offset, h.data.size
+        if start < hsize or start > self.file_size:
+            raise BBMapError(f"data section offset {start:#x} outside the file",
+                             file=self.path, section="file header", offset=40)
+        finalized = size != 0
+        end = start + size if finalized else self.file_size
+        if not finalized:
+            self.diagnostics.warn("header never finalized (data size 0; perf killed?); "
+                                  "reading records to the end of the file",
+                                  file=self.path, section="file header", offset=48)
+        elif end > self.file_size:
+            self.diagnostics.warn(f"data section ends at {end:#x} but the file has "
+                                  f"{self.file_size:#x} bytes; records after that are lost",
+                                  file=self.path, section="data", offset=self.file_size)
+            end = self.file_size
+            finalized = False
+        self._data_start, self._data_end = start, end
+        if finalized and hsize == fmt.FILE_HEADER_SIZE:
+            self._read_feature_sections(h, end)
+        self._name_events_from_desc()
+
+    def _read_feature_sections(self, h, table: int) -> None:
+        bits = [b for b in range(fmt.HEADER_FEAT_BITS)
+                if h.adds_features[b // 64] >> (b % 64) & 1]
+        for i, bit in enumerate(bits):
+            pos = table + 16 * i
+            if pos + 16 > self.file_size:
+                self.diagnostics.warn(f"feature table truncated ({len(bits) - i} of "
+                                      f"{len(bits)} entries missing)", file=self.path,
+                                      section="feature table", offset=pos)
+                return
+            off, size = struct.unpack_from("<QQ", self._mv, pos)
+            if bit >= fmt.HEADER_LAST_FEATURE:
+                continue
+            if off + size > self.file_size:
+                self.diagnostics.warn(f"feature {fmt.FEATURE_NAMES.get(bit, bit)} section "
+                                      "lies outside the file", file=self.path,
+                                      section="feature table", offset=pos)
+                continue
+            parse_feature(bit, bytes(self._mv[off:off + size]), self.diagnostics, self.path,
+                          off, self.features, self.build_ids)
+
+    def _name_events_from_desc(self) -> None:
+        desc = self.features.get("event_desc")
+        if not isinstance(desc, list):
+            return
+        by_id = {i: d["name"] for d in desc for i in d["ids"]}
+        for k, a in enumerate(self.attrs):
+            names = {by_id[i] for i in a.ids if i in by_id}
+            if len(names) == 1:
+                a.name = names.pop()
+            elif len(desc) == len(self.attrs):
+                a.name = desc[k]["name"]
+
+    def _add_attr(self, attr: EventAttr) -> None:
+        self.attrs.append(attr)
+        self._ids_dirty = True
+
+    def _id_table(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._ids_dirty:
+            pairs = sorted({(i, k) for k, a in enumerate(self.attrs) for i in a.ids})
+            self._id_keys = np.array([p[0] for p in pairs], np.uint64)
+            self._id_vals = np.array([p[1] for p in pairs], np.int16)
+            self._ids_dirty = False
+        return self._id_keys, self._id_vals
+
+    def event_of_id(self, ident: int) -> int:
+        if len(self.attrs) == 1 or ident == 0:
+            return 0
+        keys, vals = self._id_table()
+        i = int(np.searchsorted(keys, np.uint64(ident)))
+        return int(vals[i]) if i < len(keys) and keys[i] == ident else -1
+
+    # ------------------------------------------------------------------ pipe mode
+    def _prescan_pipe(self) -> None:
+        """Read the synthesized header records at the start so ``attrs`` is known now."""
+        mv, off, end = self._mv, self._data_start, self._data_end
+        while off + 8 <= end:
+            typ, misc, size = _HDR.unpack_from(mv, off)
+            if size < 8 or off + size > end:
+                break
+            if typ == fmt.REC_SAMPLE or typ < fmt.USER_TYPE_START and self.attrs:
+                break
+            nxt = off + size
+            if typ == fmt.REC_AUXTRACE and size >= 16:
+                nxt += _U64.unpack_from(mv, off + 8)[0]
+            elif typ == fmt.REC_HEADER_TRACING_DATA and size >= 12:
+                nxt += fmt.align(struct.unpack_from("<I", mv, off + 8)[0], 8)
+            if typ in _HEADER_TYPES:
+                self._header_record(typ, misc, mv, off, size, None)
+                self._header_seen.add(off)
+            off = nxt
+        if not self.attrs:
+            self.diagnostics.warn("pipe-mode data has no HEADER_ATTR before its first record",
+                                  file=self.path, section="data", offset=off)
+        self._name_events_from_desc()
+
+    def _header_record(self, typ: int, misc: int, mv, off: int, size: int, origin) -> None:
+        body = bytes(mv[off + 8:off + size])
+        where = self._where(off, origin)
+        try:
+            if typ == fmt.REC_HEADER_ATTR:
+                b = fmt.HeaderAttrBody.parse(body)
+                self._add_attr(EventAttr.from_container(b.attr, list(b.ids)))
+            elif typ == fmt.REC_HEADER_FEATURE:
+                b = fmt.HeaderFeatureBody.parse(body)
+                if b.feat_id < fmt.HEADER_LAST_FEATURE:
+                    parse_feature(b.feat_id, b.data, self.diagnostics, self.path, off + 16,
+                                  self.features, self.build_ids)
+            elif typ == fmt.REC_HEADER_BUILD_ID:
+                self.build_ids.extend(parse_build_ids(bytes(mv[off:off + size]),
+                                                      self.diagnostics, self.path,
+                                                      "HEADER_BUILD_ID", off))
+            elif typ == 78 and len(body) >= 16:  # EVENT_UPDATE
+                utype, ident = struct.unpack_from("<QQ", body)
+                if utype == 2:  # PERF_EVENT_UPDATE__NAME
+                    k = self.event_of_id(ident)
+                    if k >= 0 and k < len(self.attrs):
+                        self.attrs[k].name = fmt.RecordName.parse(body[16:])
+        except ConstructError as e:
+            self.diagnostics.warn(f"cannot decode {fmt.RECORD_NAMES.get(typ, typ)} record: "
+                                  f"{_short(e)}", **where)
+
+    def _where(self, off: int, origin) -> dict:
+        if origin is None:
+            return {"file": self.path, "section": "data", "offset": off}
+        return {"file": self.path, "section": f"COMPRESSED record at {origin:#x}, "
+                "decompressed stream", "offset": off}
+
+    # ------------------------------------------------------------------ streaming
+    def stream(self, chunk_samples: int = 65536, *, branches: bool = True
+               ) -> Iterator[SampleBatch | SideRecords]:
+        """Yield side records and sample batches in stream order (bounded memory)."""
+        st = _Stream(chunk=max(1, int(chunk_samples)), branches=branches)
+        self.lost = self.lost_samples = 0
+        self._released = 0
+        yield from self._walk(st, self._mv, self._np, self._data_start, self._data_end, None)
+        yield from self._flush_samples(st, self._np)
+        if st.side:
+            yield SideRecords(st.side)
+            st.side = []
+        self._finish(st)
+
+    def _finish(self, st: _Stream) -> None:
+        counts = {fmt.RECORD_NAMES.get(t, f"UNKNOWN_{t}"): n
+                  for t, n in enumerate(st.counts) if n}
+        for t, n in st.other_counts.items():
+            counts[fmt.RECORD_NAMES.get(t, f"UNKNOWN_{t}")] = n
+        self.record_counts = counts
+        w = {"file": self.path, "section": "data"}
+        if st.bad_samples:
+            off, origin = st.first_bad_sample
+            self.diagnostics.warn(f"{st.bad_samples} SAMPLE record(s) too short for their "
+                                  "sample_type were dropped (first here)",
+                                  **self._where(off, origin))
+        if st.unknown_id_samples:
+            self.diagnostics.warn(f"{st.unknown_id_samples} SAMPLE record(s) with an id no "
+                                  "attr claims were dropped", **w)
+        if st.bad_side:
+            self.diagnostics.warn(f"{st.bad_side} side record(s) could not be decoded and "
+                                  "were skipped", **w)
+        if st.inflater is not None and st.inflater.carry:
+            self.diagnostics.warn(f"compressed stream ends inside a record "
+                                  f"({len(st.inflater.carry)} bytes dropped)", **w)
+
+    def samples(self, chunk_samples: int = 65536, *, branches: bool = True
+                ) -> Iterator[SampleBatch]:
+        """Only the sample batches of :meth:`stream`."""
+        for item in self.stream(chunk_samples, branches=branches):
+            if isinstance(item, SampleBatch):
+                yield item
+
+    def read_all(self) -> None:
+        """Walk the whole stream once (fills record_counts, lost, pipe-mode features)."""
+        for _ in self.stream(branches=False):
+            pass
+
+    def _walk(self, st: _Stream, mv, npbuf, start: int, end: int, origin
+              ) -> Iterator[SampleBatch | SideRecords]:
+        """Walk one buffer's records; returns the offset where walking stopped."""
+        off = start
+        seq = st.seq
+        counts = st.counts
+        offs, seqs = st.offs, st.seqs
+        offs_append, seqs_append = offs.append, seqs.append
+        chunk = st.chunk - st.nparts
+        unpack = _HDR.unpack_from
+        last_size, probe, cooldown = -1, 64, 0
+        while True:
+            if off + 8 > end:
+                if off < end and origin is None:
+                    self._truncated(st, off, end, "a partial record header")
+                break
+            typ, misc, size = unpack(mv, off)
+            nxt = off + size
+            if typ == fmt.REC_SAMPLE and size >= 8 and nxt <= end:
+                if st.side:
+                    st.seq = seq
+                    yield SideRecords(st.side)
+                    st.side = []
+                if size == last_size and cooldown <= 0:
+                    # a run of same-size samples: check the next headers all at once
+                    k = min(probe, (end - off) // size, chunk - len(offs) - st.nruns)
+                    if k >= 8:
+                        types = np.ndarray((k,), "<u4", mv, off, (size,))
+                        sizes = np.ndarray((k,), "<u2", mv, off + 6, (size,))
+                        good = (types == fmt.REC_SAMPLE) & (sizes == size)
+                        m = k if good.all() else int(np.argmin(good))
+                        if offs:
+                            st.runs.append((np.array(offs, np.int64),
+                                            np.array(seqs, np.int64)))
+                            st.nruns += len(offs)
+                            offs.clear()
+                            seqs.clear()
+                        st.runs.append((off + size * np.arange(m, dtype=np.int64),
+                                        seq + np.arange(m, dtype=np.int64)))
+                        st.nruns += m
+                        counts[9] += m
+                        seq += m
+                        off += m * size
+                        if m == k:
+                            probe = min(probe * 4, 1 << 16)
+                        else:
+                            probe, cooldown = 64, 16
+                        if st.nruns + len(offs) >= chunk:
+                            st.seq = seq
+                            yield from self._flush_samples(st, npbuf, origin)
+                            chunk = st.chunk
+                            if origin is None:
+                                self._release(off)
+                        continue
+                cooldown -= 1
+                last_size = size
+                counts[9] += 1
+                offs_append(off)
+                seqs_append(seq)
+                seq += 1
+                if len(offs) + st.nruns >= chunk:
+                    st.seq = seq
+                    yield from self._flush_samples(st, npbuf, origin)
+                    chunk = st.chunk
+                    if origin is None:
+                        self._release(off)
+                off = nxt
+                continue
+            last_size = -1
+            if size < 8:
+                if origin is None:
+                    self._stop(st, off, f"record size {size} (type {typ}) is below 8; "
+                               "the rest of the stream cannot be trusted", origin)
+                else:
+                    self._stop(st, off, f"record size {size} (type {typ}) is below 8; "
+                               "the rest of the compressed stream is skipped", origin)
+                    st.compressed_broken = True
+                break
+            if typ == fmt.REC_AUXTRACE and size >= 16:
+                nxt += _U64.unpack_from(mv, off + 8)[0]
+            elif typ == fmt.REC_HEADER_TRACING_DATA and size >= 12:
+                nxt += fmt.align(struct.unpack_from("<I", mv, off + 8)[0], 8)
+            if nxt > end:
+                if origin is None:
+                    self._truncated(st, off, end, f"a {fmt.RECORD_NAMES.get(typ, typ)} "
+                                    f"record of {nxt - off} bytes")
+                break
+            if typ < 256:
+                counts[typ] += 1
+            else:
+                st.other_counts[typ] = st.other_counts.get(typ, 0) + 1
+            seq_here = seq
+            seq += 1
+            if typ in _SIDE_TYPES:
+                if offs or st.runs or st.parts:
+                    st.seq = seq
+                    yield from self._flush_samples(st, npbuf, origin)
+                    chunk = st.chunk
+                rec = self._side_record(st, typ, misc, mv, off, size, seq_here, origin)
+                if rec is not None:
+                    st.side.append(rec)
+            elif typ in (fmt.REC_COMPRESSED, fmt.REC_COMPRESSED2):
+                st.seq = seq
+                yield from self._flush_samples(st, npbuf, origin, decode_only=True)
+                yield from self._compressed(st, typ, mv, off, size)
+                seq = st.seq
+                chunk = st.chunk - st.nparts
+            elif typ == fmt.REC_LOST and size >= 24:
+                self.lost += _U64.unpack_from(mv, off + 16)[0]
+            elif typ == fmt.REC_LOST_SAMPLES and size >= 16:
+                self.lost_samples += _U64.unpack_from(mv, off + 8)[0]
+            elif typ in _HEADER_TYPES and (origin is not None or off not in self._header_seen):
+                self._header_record(typ, misc, mv, off, size, origin)
+            off = nxt
+        st.seq = seq
+        if origin is not None:
+            # samples of a decompressed buffer must be decoded before the buffer goes away
+            yield from self._flush_samples(st, npbuf, origin, decode_only=True)
+        return off
+
+    def _release(self, upto: int) -> None:
+        """Drop mapped pages already decoded (copies were taken), so RSS stays bounded."""
+        upto &= ~(mmap.PAGESIZE - 1)
+        if upto - self._released >= _RELEASE_STEP:
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                self._mm.madvise(mmap.MADV_DONTNEED, self._released, upto - self._released)
+            self._released = upto
+
+    def _truncated(self, st: _Stream, off: int, end: int, what: str) -> None:
+        self.trust_end = off
+        self.diagnostics.warn(f"stream truncated: {what} runs past the end at {end:#x}; "
+                              "every complete record before this offset was kept",
+                              file=self.path, section="data", offset=off)
+
+    def _stop(self, st: _Stream, off: int, msg: str, origin) -> None:
+        if origin is None:
+            self.trust_end = off
+        self.diagnostics.error(msg, **self._where(off, origin))
+
+    def _compressed(self, st: _Stream, typ: int, mv, off: int, size: int):
+        if st.compressed_broken:
+            return
+        if st.inflater is None:
+            mmap_len = (self.features.get("compressed") or {}).get("mmap_len", 0)
+            st.inflater = RecordInflater(max(64 << 20, 4 * int(mmap_len or 0)))
+        if typ == fmt.REC_COMPRESSED2:
+            if size < 16:
+                return
+            dsize = _U64.unpack_from(mv, off + 8)[0]
+            payload = mv[off + 16:off + 16 + min(dsize, size - 16)]
+        else:
+            payload = mv[off + 8:off + size]
+        try:
+            inner = st.inflater.inflate(payload)
+        except InflateError as e:
+            st.compressed_broken = True
+            self.diagnostics.error(f"{e}; the rest of the compressed stream is skipped",
+                                   file=self.path, section="data", offset=off)
+            return
+        inner_np = np.frombuffer(inner, np.uint8)
+        stop = yield from self._walk(st, memoryview(inner), inner_np, 0, len(inner), off)
+        if not st.compressed_broken and stop < len(inner):
+            st.inflater.keep(inner[stop:])
+
+    # ------------------------------------------------------------------ samples
+    def _flush_samples(self, st: _Stream, npbuf, origin=None, decode_only: bool = False
+                       ) -> Iterator[SampleBatch]:
+        if st.offs or st.runs:
+            if st.offs:
+                st.runs.append((np.array(st.offs, np.int64), np.array(st.seqs, np.int64)))
+            if len(st.runs) == 1:
+                offs, seqs = st.runs[0]
+            else:
+                offs = np.concatenate([r[0] for r in st.runs])
+                seqs = np.concatenate([r[1] for r in st.runs])
+            part = self._decode_part(st, npbuf, offs, seqs, origin)
+            st.offs.clear()
+            st.seqs.clear()
+            st.runs = []
+            st.nruns = 0
+            if part is not None and len(part):
+                st.parts.append(part)
+                st.nparts += len(part)
+        if st.parts and (not decode_only or st.nparts >= st.chunk):
+            batch = _concat(st.parts)
+            st.parts = []
+            st.nparts = 0
+            yield batch
+
+    def _decode_part(self, st: _Stream, buf: np.ndarray, offs: np.ndarray, seqs: np.ndarray,
+                     origin) -> SampleBatch | None:
+        n = len(offs)
+        if not self.attrs:
+            st.unknown_id_samples += n
+            return None
+        if len(self.attrs) == 1:
+            ev = np.zeros(n, np.int16)
+        else:
+            ids = sample_ids(buf, offs, self.attrs[0].sample_type)
+            keys, vals = self._id_table()
+            i = np.minimum(np.searchsorted(keys, ids), max(len(keys) - 1, 0))
+            found = (keys[i] == ids) if len(keys) else np.zeros(n, bool)
+            ev = np.where(found, vals[i] if len(keys) else 0, -1).astype(np.int16)
+            ev[ids == 0] = 0
+        misc = gather_u16(buf, offs + 4)
+        keep = ev >= 0
+        st.unknown_id_samples += int(n - keep.sum())
+        out = SampleBatch(
+            seq=seqs, pid=np.full(n, -1, np.int32), tid=np.full(n, -1, np.int32),
+            time=np.zeros(n, np.uint64), cpumode=(misc & 7).astype(np.uint8),
+            ip=np.zeros(n, np.uint64), period=np.zeros(n, np.uint64), event=ev)
+        counts = np.zeros(n, np.int64)
+        pieces = []
+        layouts: dict[SampleLayout, list[int]] = {}
+        for k in np.unique(ev[keep]).tolist():
+            layouts.setdefault(self._layout(k), []).append(k)
+        for layout, evs in layouts.items():
+            idx = np.flatnonzero(np.isin(ev, evs))
+            d = decode_samples(buf, offs[idx], layout, st.branches)
+            out.ip[idx] = d.ip
+            out.pid[idx] = d.pid
+            out.tid[idx] = d.tid
+            out.time[idx] = d.time
+            if layout.sample_type & fmt.S_PERIOD:
+                out.period[idx] = d.period
+            else:
+                out.period[idx] = np.array([self.attrs[k].sample_period for k in evs],
+                                           np.uint64)[np.searchsorted(evs, ev[idx])]
+            if d.bad.any():
+                nbad = int(d.bad.sum())
+                if st.first_bad_sample is None:
+                    st.first_bad_sample = (int(offs[idx][d.bad][0]), origin)
+                st.bad_samples += nbad
+                keep[idx[d.bad]] = False
+            counts[idx] = np.diff(d.br_ptr)
+            pieces.append((idx, d))
+        br_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=br_ptr[1:])
+        total = int(br_ptr[-1])
+        out.br_from = np.zeros(total, np.uint64)
+        out.br_to = np.zeros(total, np.uint64)
+        out.br_flags = np.zeros(total, np.uint64)
+        for idx, d in pieces:
+            c = np.diff(d.br_ptr)
+            tot = int(d.br_ptr[-1])
+            if not tot:
+                continue
+            dest = np.repeat(br_ptr[idx], c) + (np.arange(tot) - np.repeat(d.br_ptr[:-1], c))
+            out.br_from[dest] = d.br_from
+            out.br_to[dest] = d.br_to
+            out.br_flags[dest] = d.br_flags
+        out.br_ptr = br_ptr
+        if not keep.all():
+            out = _select(out, keep)
+        return out
+
+    def _layout(self, k: int) -> SampleLayout:
+        a = self.attrs[k]
+        counters = bool(a.branch_sample_type & fmt.BR_COUNTERS) or any(
+            b.branch_sample_type & fmt.BR_COUNTERS for b in self.attrs
+            if b is not a and set(b.ids) & set(a.ids))
+        return SampleLayout.of(a, counters)
+
+    # ------------------------------------------------------------------ side records
+    def _trailer_attr(self, mv, off: int, size: int) -> EventAttr | None:
+        a0 = self.attrs[0] if self.attrs else None
+        if a0 is None or not a0.sample_id_all:
+            return None
+        if len(self.attrs) > 1 and a0.sample_type & fmt.S_IDENTIFIER and size >= 16:
+            k = self.event_of_id(_U64.unpack_from(mv, off + size - 8)[0])
+            if k > 0:
+                return self.attrs[k]
+        return a0
+
+    def _side_record(self, st: _Stream, typ: int, misc: int, mv, off: int, size: int,
+                     seq: int, origin, reference: bool = False):
+        attr = self._trailer_attr(mv, off, size)
+        sample_type = attr.sample_type if attr is not None else -1
+        try:
+            return (decode_side_construct if reference else decode_side)(
+                typ, misc, mv, off, size, sample_type, seq)
+        except (ConstructError, ValueError, struct.error):
+            st.bad_side += 1
+            if st.bad_side == 1:
+                self.diagnostics.warn(f"cannot decode {fmt.RECORD_NAMES[typ]} record of "
+                                      f"{size} bytes; skipped", **self._where(off, origin))
+            return None
+
+
+# minimum body bytes (after the header, before the trailer) of each side record
+_SIDE_MIN = {fmt.REC_MMAP: 32, fmt.REC_MMAP2: 64, fmt.REC_COMM: 8, fmt.REC_FORK: 24,
+             fmt.REC_EXIT: 24}
+_MMAP_HEAD = struct.Struct("<iiQQQ")
+_FORK = struct.Struct("<iiiiQ")
+
+
+def _name(mv, start: int, end: int) -> str:
+    return bytes(mv[start:end]).split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def decode_side(typ: int, misc: int, mv, off: int, size: int, sample_type: int, seq: int):
+    """A side record with ``struct`` (fast path; equal to :func:`decode_side_construct`).
+
+    ``sample_type`` is that of the attr owning the sample_id trailer, or -1 for none.
+    Raises ValueError when the record is too short for its body.
+    """
+    tsize = fmt.sample_id_size(sample_type) if sample_type >= 0 else 0
+    body_end = off + size - tsize
+    if body_end - off - 8 < _SIDE_MIN[typ]:
+        raise ValueError("record too short")
+    time = 0
+    if tsize and sample_type & fmt.S_TIME:
+        time = _U64.unpack_from(mv, body_end + (8 if sample_type & fmt.S_TID else 0))[0]
+    cpumode = misc & fmt.MISC_CPUMODE_MASK
+    if typ == fmt.REC_MMAP2 or typ == fmt.REC_MMAP:
+        pid, tid, start, length, pgoff = _MMAP_HEAD.unpack_from(mv, off + 8)
+        if typ == fmt.REC_MMAP:
+            prot = PROT_READ if misc & fmt.MISC_MMAP_DATA else PROT_READ | PROT_EXEC
+            return MmapRecord(seq, time, pid, tid, start, length, pgoff,
+                              _name(mv, off + 40, body_end), prot, 0, None, cpumode, False)
+        bid = None
+        if misc & fmt.MISC_MMAP_BUILD_ID:
+            bid = bytes(mv[off + 44:off + 44 + min(mv[off + 40], 20)]).hex()
+        prot, flags = struct.unpack_from("<II", mv, off + 64)
+        return MmapRecord(seq, time, pid, tid, start, length, pgoff,
+                          _name(mv, off + 72, body_end), prot, flags, bid, cpumode, True)
+    if typ == fmt.REC_COMM:
+        pid, tid = struct.unpack_from("<ii", mv, off + 8)
+        return CommRecord(seq, time, pid, tid, _name(mv, off + 16, body_end),
+                          bool(misc & fmt.MISC_COMM_EXEC))
+    pid, ppid, tid, ptid, ftime = _FORK.unpack_from(mv, off + 8)
+    cls = ForkRecord if typ == fmt.REC_FORK else ExitRecord
+    return cls(seq, ftime, pid, ppid, tid, ptid)
+
+
+def decode_side_construct(typ: int, misc: int, mv, off: int, size: int, sample_type: int,
+                          seq: int):
+    """The reference: the same record decoded with the construct declarations."""
+    tsize = fmt.sample_id_size(sample_type) if sample_type >= 0 else 0
+    body_end = off + size - tsize
+    time = 0
+    if tsize and body_end >= off + 8:
+        t = fmt.sample_id_struct(sample_type).parse(bytes(mv[body_end:off + size]))
+        time = t.time or 0
+    body = bytes(mv[off + 8:max(body_end, off + 8)])
+    cpumode = misc & fmt.MISC_CPUMODE_MASK
+    if typ == fmt.REC_MMAP2:
+        b = fmt.Mmap2Body.parse(body, misc=misc)
+        bid = None
+        if misc & fmt.MISC_MMAP_BUILD_ID:
+            bid = b.u.build_id[:min(b.u.build_id_size, 20)].hex()
+        return MmapRecord(seq, time, b.pid, b.tid, b.start, b.len, b.pgoff, b.filename,
+                          b.prot, b.flags, bid, cpumode, True)
+    if typ == fmt.REC_MMAP:
+        b = fmt.MmapBody.parse(body)
+        prot = PROT_READ if misc & fmt.MISC_MMAP_DATA else PROT_READ | PROT_EXEC
+        return MmapRecord(seq, time, b.pid, b.tid, b.start, b.len, b.pgoff, b.filename,
+                          prot, 0, None, cpumode, False)
+    if typ == fmt.REC_COMM:
+        b = fmt.CommBody.parse(body)
+        return CommRecord(seq, time, b.pid, b.tid, b.comm, bool(misc & fmt.MISC_COMM_EXEC))
+    b = fmt.ForkExitBody.parse(body)
+    cls = ForkRecord if typ == fmt.REC_FORK else ExitRecord
+    return cls(seq, b.time, b.pid, b.ppid, b.tid, b.ptid)
+
+
+def _short(e: Exception) -> str:
+    return str(e).splitlines()[0][:200]
+
+
+def _select(b: SampleBatch, keep: np.ndarray) -> SampleBatch:
+    counts = np.diff(b.br_ptr)
+    ent_keep = np.repeat(keep, counts)
+    ptr = np.zeros(int(keep.sum()) + 1, np.int64)
+    np.cumsum(counts[keep], out=ptr[1:])
+    return SampleBatch(seq=b.seq[keep], pid=b.pid[keep], tid=b.tid[keep], time=b.time[keep],
+                       cpumode=b.cpumode[keep], ip=b.ip[keep], period=b.period[keep],
+                       event=b.event[keep], br_ptr=ptr, br_from=b.br_from[ent_keep],
+                       br_to=b.br_to[ent_keep], br_flags=b.br_flags[ent_keep])
+
+
+def _concat(parts: list[SampleBatch]) -> SampleBatch:
+    if len(parts) == 1:
+        return parts[0]
+    ptrs = [np.zeros(1, np.int64)]
+    base = 0
+    for p in parts:
+        ptrs.append(p.br_ptr[1:] + base)
+        base += int(p.br_ptr[-1])
+    cols = {name: np.concatenate([getattr(p, name) for p in parts])
+            for name in ("seq", "pid", "tid", "time", "cpumode", "ip", "period", "event",
+                         "br_from", "br_to", "br_flags")}
+    return SampleBatch(br_ptr=np.concatenate(ptrs), **cols)

@@ -1,0 +1,302 @@
+"""What every check needs from one binary, computed once: block addresses, the section
+of each range, symbol lookups by (section, address), section bytes and disassembly.
+
+Addresses are ELF vaddrs, or section-relative offsets in ET_REL objects; every
+lookup is therefore keyed by (section index, address) so that the many functions
+at offset 0 of ``.text.*`` sections in a ``-ffunction-sections`` object stay apart.
+"""
+
+from __future__ import annotations
+
+import mmap
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from bbmap.binary.types import SectionInfo, parent_name
+from bbmap.model import BlockMap
+from bbmap.verify.disasm import OFFSET_MASK, RANGE_SHIFT, CodeTable, Decoded, Disassembler
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One violated rule, located as precisely as the check knows."""
+
+    check: str
+    message: str
+    function: str | None = None
+    function_address: int | None = None
+    range_index: int | None = None
+    block_id: int | None = None
+    address: int | None = None
+    section: str | None = None
+
+    def where(self) -> str:
+        parts = []
+        if self.function is not None or self.function_address is not None:
+            name = self.function or "<unnamed>"
+            at = f" @ {self.function_address:#x}" if self.function_address is not None else ""
+            parts.append(f"function {name}{at}")
+        if self.range_index is not None:
+            parts.append(f"range {self.range_index}")
+        if self.block_id is not None:
+            parts.append(f"block {self.block_id}")
+        if self.section:
+            parts.append(f"section {self.section}")
+        return ", ".join(parts)
+
+    def __str__(self) -> str:
+        where = self.where()
+        return f"[{self.check}] {where}: {self.message}" if where else \
+            f"[{self.check}] {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"check": self.check, "message": self.message}
+        for k in ("function", "function_address", "range_index", "block_id", "address",
+                  "section"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v
+        return d
+
+
+@dataclass
+class VerifyContext:
+    """A loaded binary plus derived columns the checks share."""
+
+    binary: Any  # bbmap.binary.Binary (duck-typed: path, sections, symbols, block_map, ...)
+    notes: list[str] = field(default_factory=list)  # what a check could not judge, and why
+
+    # ------------------------------------------------------------ basics
+    @property
+    def path(self) -> str:
+        return str(self.binary.path)
+
+    @property
+    def m(self) -> BlockMap:
+        return self.binary.block_map
+
+    @property
+    def sections(self) -> list[SectionInfo]:
+        return list(self.binary.sections)
+
+    @cached_property
+    def relocatable(self) -> bool:
+        return bool(getattr(self.binary, "is_relocatable", False)) or \
+            getattr(self.binary, "e_type", "") == "ET_REL"
+
+    @cached_property
+    def exec_sections(self) -> list[SectionInfo]:
+        return [s for s in self.sections if s.is_exec and s.sh_type != 8]  # not NOBITS
+
+    def section_label(self, index: int) -> str | None:
+        if 0 <= index < len(self.sections):
+            s = self.sections[index]
+            return f"[{s.index}] {s.name}"
+        return None
+
+    # ------------------------------------------------------------ per function / block
+    def func_name(self, f: int) -> str | None:
+        names = self.m.func_name
+        name = names[f] if f < len(names) else None
+        if name:
+            return name
+        sym = self.symbol_at(int(self.range_section[int(self.m.func_range_ptr[f])])
+                             if self.m.num_ranges else -1, int(self.m.func_address[f]))
+        return self.binary.symbols.names[sym] if sym >= 0 else None
+
+    @cached_property
+    def block_range(self) -> np.ndarray:
+        m = self.m
+        return np.repeat(np.arange(m.num_ranges, dtype=np.int64), np.diff(m.range_block_ptr))
+
+    @cached_property
+    def range_func(self) -> np.ndarray:
+        m = self.m
+        return np.repeat(np.arange(m.num_functions, dtype=np.int64), np.diff(m.func_range_ptr))
+
+    @cached_property
+    def block_func(self) -> np.ndarray:
+        return self.range_func[self.block_range]
+
+    @cached_property
+    def block_start(self) -> np.ndarray:
+        m = self.m
+        return (m.range_base[self.block_range] + m.block_offset).astype(np.uint64)
+
+    @cached_property
+    def block_end(self) -> np.ndarray:
+        return (self.block_start + self.m.block_size).astype(np.uint64)
+
+    @cached_property
+    def range_index_in_func(self) -> np.ndarray:
+        m = self.m
+        return np.arange(m.num_ranges, dtype=np.int64) - m.func_range_ptr[self.range_func]
+
+    @cached_property
+    def range_section(self) -> np.ndarray:
+        """Section of each range: the map's own, else the exec section holding its base."""
+        m = self.m
+        sec = np.array(m.range_section, dtype=np.int64, copy=True)
+        if self.relocatable:
+            return sec
+        unknown = np.nonzero(sec < 0)[0]
+        if len(unknown):
+            bases = m.range_base[unknown]
+            for s in self.exec_sections:
+                inside = (bases >= s.sh_addr) & (bases < s.sh_addr + s.sh_size)
+                sec[unknown[inside & (sec[unknown] < 0)]] = s.index
+        return sec
+
+    def finding(self, check: str, message: str, *, func: int | None = None,
+                rng: int | None = None, block: int | None = None,
+                address: int | None = None, section: int | None = None) -> Finding:
+        """A finding named by global function / range / block indexes."""
+        m = self.m
+        if block is not None:
+            rng = int(self.block_range[block]) if rng is None else rng
+        if rng is not None and func is None:
+            func = int(self.range_func[rng])
+        if section is None and rng is not None and self.relocatable:
+            section = int(self.range_section[rng])  # in a .o the section tells functions apart
+        return Finding(
+            check=check, message=message,
+            function=self.func_name(func) if func is not None else None,
+            function_address=int(m.func_address[func]) if func is not None else None,
+            range_index=int(self.range_index_in_func[rng]) if rng is not None else None,
+            block_id=int(m.block_id[block]) if block is not None else None,
+            address=address, section=self.section_label(section) if section is not None
+            and section >= 0 else None)
+
+    def block_text(self, b: int) -> str:
+        return f"[{int(self.block_start[b]):#x}, {int(self.block_end[b]):#x})"
+
+    # ------------------------------------------------------------ symbols
+    @cached_property
+    def _symbol_index(self) -> dict[tuple[int, int], list[int]]:
+        syms = self.binary.symbols
+        out: dict[tuple[int, int], list[int]] = {}
+        secs = syms.section.tolist()
+        for i, a in enumerate(syms.address.tolist()):
+            key = (secs[i] if self.relocatable else -1, a)
+            out.setdefault(key, []).append(i)
+        return out
+
+    def symbols_at(self, section: int, address: int) -> list[int]:
+        return self._symbol_index.get((section if self.relocatable else -1, address), [])
+
+    def symbol_at(self, section: int, address: int, *, func_only: bool = False,
+                  name: str | None = None) -> int:
+        """Best symbol starting at (section, address): STT_FUNC first, then by name."""
+        cands = self.symbols_at(section, address)
+        syms = self.binary.symbols
+        best = -1
+        for i in cands:
+            if func_only and not bool(syms.is_func[i]):
+                continue
+            if name is not None and parent_name(syms.names[i]) != name:
+                continue
+            if best < 0 or (bool(syms.is_func[i]) and not bool(syms.is_func[best])):
+                best = i
+        return best
+
+    @cached_property
+    def parts_by_parent(self) -> dict[tuple[int, str], list[int]]:
+        """``.cold`` / ``.__part.N`` symbols grouped by the function they belong to.
+
+        Keyed by (section of the parent's entry or -1, parent name); for ET_REL the
+        parts live in other sections, so the key uses -1 and names must be unique.
+        """
+        syms = self.binary.symbols
+        out: dict[tuple[int, str], list[int]] = {}
+        for i, n in enumerate(syms.names):
+            p = parent_name(n)
+            if p != n and not n.endswith(".eh"):
+                out.setdefault((-1, p), []).append(i)
+        return out
+
+    # ------------------------------------------------------------ bytes and code
+    @cached_property
+    def _file(self) -> mmap.mmap | bytes:
+        with open(self.path, "rb") as fh:
+            try:
+                return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # empty file
+                return b""
+
+    def section_bytes(self, s: SectionInfo) -> memoryview:
+        data = self._file
+        return memoryview(data)[s.sh_offset: s.sh_offset + s.sh_size]
+
+    def section_of(self, index: int) -> SectionInfo | None:
+        if 0 <= index < len(self.sections):
+            return self.sections[index]
+        return None
+
+    @cached_property
+    def disassembler(self) -> Disassembler:
+        return Disassembler(self.binary.machine, int(getattr(self.binary, "elfclass", 64)))
+
+    def range_extent(self, r: int) -> tuple[int, int]:
+        """[base, end) of a range: to its last block's end (never before the base)."""
+        b0, b1 = int(self.m.range_block_ptr[r]), int(self.m.range_block_ptr[r + 1])
+        base = int(self.m.range_base[r])
+        end = int(self.block_end[b0:b1].max()) if b1 > b0 else base
+        return base, max(end, base)
+
+    @cached_property
+    def code(self) -> CodeTable:
+        """Instructions of every range (see :class:`~bbmap.verify.disasm.CodeTable`).
+
+        A range whose bytes are not in the file (unknown section, NOBITS, outside its
+        section) is marked not decoded; the instruction checks skip its blocks.
+        """
+        m = self.m
+        R = m.num_ranges
+        dis = self.disassembler
+        pieces: list[Decoded] = []
+        counts = np.zeros(R, dtype=np.int64)
+        decoded = np.zeros(R, dtype=bool)
+        ends = np.zeros(R, dtype=np.uint64)
+        bad: list[tuple[int, int]] = []
+        starts = self.block_start.tolist()
+        ptr = m.range_block_ptr.tolist()
+        for r in range(R):
+            sec = self.section_of(int(self.range_section[r]))
+            if sec is None or not sec.is_exec or sec.sh_type == 8:
+                continue
+            base, end = self.range_extent(r)
+            lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
+            if not lo <= base <= hi:
+                continue
+            limit = min(hi, end + 16)
+            data = self.section_bytes(sec)[base - lo: limit - lo]
+            resync = sorted(starts[ptr[r]: ptr[r + 1]])
+            got, stop, rbad = dis.sweep(data, base, min(end, limit), limit, resync)
+            pieces.extend(got)
+            counts[r] = sum(len(d.addr) for d in got)
+            decoded[r] = True
+            ends[r] = stop
+            bad.extend((r, a) for a in rbad)
+        d = Decoded.empty()
+        if pieces:
+            d = Decoded(*(np.concatenate([getattr(p, f) for p in pieces])
+                          for f in ("addr", "size", "kinds", "target")))
+        rng = np.repeat(np.arange(R, dtype=np.uint64), counts)
+        base_col = m.range_base.astype(np.uint64)
+        off = np.minimum(d.addr - base_col[rng.astype(np.int64)], np.uint64(OFFSET_MASK))
+        key = (rng << np.uint64(RANGE_SHIFT)) | off
+
+        def describe(j: int) -> str:
+            r = int(key[j]) >> RANGE_SHIFT
+            sec = self.section_of(int(self.range_section[r]))
+            a, n = int(d.addr[j]), int(d.size[j])
+            assert sec is not None
+            raw = bytes(self.section_bytes(sec)[a - sec.sh_addr: a - sec.sh_addr + n])
+            return dis.describe(raw, a)
+
+        return CodeTable(key=key, start=d.addr, size=d.size, kinds=d.kinds, target=d.target,
+                         range_base=base_col, decoded=decoded, end=ends, bad=bad,
+                         describe=describe)

@@ -1,0 +1,295 @@
+"""Linear-sweep disassembly of code ranges with capstone, for the instruction checks.
+
+Each map range is decoded once from its base (a symbol start, so an instruction
+boundary) with ``disasm_lite`` and kept as numpy columns; block boundaries,
+last instructions and callsite targets are then found with ``searchsorted``
+instead of a Python loop per block.  Only the instructions the checks look at
+are classified (ret / jmp / indirect jmp / conditional / call / trap).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from bbmap.errors import BBMapError
+
+# Instruction kinds (what ends a block).
+OTHER = 0
+RET = 1
+JMP = 2  # direct unconditional jump
+JMP_INDIRECT = 3  # jmp reg / jmp mem (jump tables, indirect tail calls)
+JCC = 4  # conditional jump (jcc, jrcxz, loop*)
+CALL = 5
+CALL_INDIRECT = 6
+TRAP = 7  # ud2, int3, hlt: no fall-through either
+NOP = 8
+
+KIND_NAMES = {OTHER: "other", RET: "ret", JMP: "jmp", JMP_INDIRECT: "indirect jmp",
+              JCC: "conditional jump", CALL: "call", CALL_INDIRECT: "indirect call",
+              TRAP: "trap", NOP: "nop"}
+
+_TRAPS = {"ud2", "ud1", "ud0", "ud2b", "int3", "hlt"}
+_CONDITIONAL_EXTRA = {"jrcxz", "jecxz", "jcxz", "loop", "loope", "loopne"}
+
+MACHINES = {"EM_X86_64": 64, "EM_386": 32, 62: 64, 3: 32}
+
+
+def classify(mnemonic: str, op_str: str) -> tuple[int, int | None]:
+    """Kind of one capstone (Intel syntax) instruction, and its direct target if any."""
+    words = mnemonic.split()
+    op = words[-1] if words else mnemonic  # drop prefixes: notrack, bnd, rep, lock, data16
+    if op in ("ret", "retq", "retf", "retfq", "iret", "iretd", "iretq"):
+        return RET, None
+    if op in ("jmp", "ljmp"):
+        if op == "jmp" and op_str.startswith("0x"):
+            return JMP, int(op_str, 16)
+        return JMP_INDIRECT, None
+    if op in ("call", "lcall"):
+        if op == "call" and op_str.startswith("0x"):
+            return CALL, int(op_str, 16)
+        return CALL_INDIRECT, None
+    if (op.startswith("j") or op in _CONDITIONAL_EXTRA) and op_str.startswith("0x"):
+        return JCC, int(op_str, 16)
+    if op in _TRAPS:
+        return TRAP, None
+    if op == "nop":
+        return NOP, None
+    return OTHER, None
+
+
+RANGE_SHIFT = 33  # key = range << 33 | offset in range: one sorted array for all ranges
+OFFSET_MASK = (1 << RANGE_SHIFT) - 1
+
+
+def _kind_table() -> np.ndarray:
+    """capstone x86 instruction id -> kind (direct forms; indirect ones fixed by operand)."""
+    from capstone import x86_const as X
+
+    ids = {n[8:]: getattr(X, n) for n in dir(X) if n.startswith("X86_INS_")}
+    table = np.full(max(ids.values()) + 1, OTHER, dtype=np.uint8)
+    for name, i in ids.items():
+        if name in ("RET", "RETF", "RETFQ", "IRET", "IRETD", "IRETQ"):
+            table[i] = RET
+        elif name == "JMP":
+            table[i] = JMP
+        elif name == "LJMP":
+            table[i] = JMP_INDIRECT
+        elif name == "CALL":
+            table[i] = CALL
+        elif name == "LCALL":
+            table[i] = CALL_INDIRECT
+        elif name.startswith("J") or name in ("LOOP", "LOOPE", "LOOPNE"):
+            table[i] = JCC
+        elif name in ("UD0", "UD1", "UD2", "INT3", "HLT"):
+            table[i] = TRAP
+        elif name == "NOP":
+            table[i] = NOP
+    return table
+
+
+@dataclass
+class CodeTable:
+    """Every instruction of every map range, decoded by linear sweep from the range base.
+
+    Rows are sorted by ``key`` = (range << 33) | (address - range base), so a whole
+    column of block boundaries is looked up with one ``searchsorted``.
+    """
+
+    key: np.ndarray  # u8, ascending
+    start: np.ndarray  # u8 absolute address
+    size: np.ndarray  # u1
+    kinds: np.ndarray  # u1 instruction kind (see the constants above)
+    target: np.ndarray  # i8 direct branch/call target, -1 if none
+    range_base: np.ndarray  # u8 per range
+    decoded: np.ndarray  # bool per range: its bytes were in the file
+    end: np.ndarray  # u8 per range: where the sweep stopped
+    bad: list[tuple[int, int]]  # (range, address) capstone could not decode
+    describe: Callable[[int], str]  # row -> "0x1234: jmp 0x1240" (decoded again, for messages)
+
+    def keys(self, rng: np.ndarray, addr: np.ndarray) -> np.ndarray:
+        off = np.asarray(addr, dtype=np.uint64) - self.range_base[rng]
+        off = np.minimum(off, np.uint64(OFFSET_MASK))
+        return (np.asarray(rng, dtype=np.uint64) << np.uint64(RANGE_SHIFT)) | off
+
+    def starting_at(self, rng: np.ndarray, addr: np.ndarray) -> np.ndarray:
+        """Row of the instruction starting at each (range, address), or -1."""
+        k = self.keys(rng, addr)
+        j = np.searchsorted(self.key, k)
+        ok = j < len(self.key)
+        ok[ok] = self.key[j[ok]] == k[ok]
+        return np.where(ok, j, -1)
+
+    def is_boundary(self, rng: np.ndarray, addr: np.ndarray) -> np.ndarray:
+        """An instruction starts there, or the sweep (or an undecodable stretch) ends there."""
+        hit = self.starting_at(rng, addr) >= 0
+        hit |= np.asarray(addr, dtype=np.uint64) == self.end[rng]
+        if self.bad:
+            bad = self.keys(np.array([r for r, _ in self.bad], dtype=np.int64),
+                            np.array([a for _, a in self.bad], dtype=np.uint64))
+            hit |= np.isin(self.keys(rng, addr), bad)
+        return hit
+
+    def last_before(self, rng: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Row of the last instruction starting in [lo, hi) of each range, or -1."""
+        j = np.searchsorted(self.key, self.keys(rng, hi), side="left") - 1
+        ok = j >= 0
+        ok[ok] = self.key[j[ok]] >= self.keys(rng, lo)[ok]
+        return np.where(ok, j, -1)
+
+    def ending_at(self, rng: np.ndarray, addr: np.ndarray) -> np.ndarray:
+        """Row of the instruction that ends exactly at each (range, address), or -1."""
+        k = self.keys(rng, addr)
+        j = np.searchsorted(self.key, k, side="left") - 1
+        ok = j >= 0
+        jj = np.where(ok, j, 0)
+        same = (self.key[jj] >> np.uint64(RANGE_SHIFT)) == (k >> np.uint64(RANGE_SHIFT))
+        ends = self.start[jj] + self.size[jj].astype(np.uint64)
+        ok &= same & (ends == np.asarray(addr, dtype=np.uint64))
+        return np.where(ok, j, -1)
+
+    def containing(self, rng: int, addr: int) -> int:
+        """Row of the instruction of range ``rng`` that starts at or before ``addr``."""
+        k = int(self.keys(np.array([rng]), np.array([addr], dtype=np.uint64))[0])
+        j = int(np.searchsorted(self.key, k, side="right")) - 1
+        if j >= 0 and int(self.key[j]) >> RANGE_SHIFT == rng:
+            return j
+        return -1
+
+    def kind(self, j: int) -> tuple[int, int | None]:
+        t = int(self.target[j])
+        return int(self.kinds[j]), (t if t >= 0 else None)
+
+    def text(self, j: int) -> str:
+        return self.describe(j)
+
+
+class Disassembler:
+    """capstone for x86-64 and i386 (the targets LLVM emits block maps for here)."""
+
+    def __init__(self, machine: object, elfclass: int = 64) -> None:
+        import capstone
+
+        bits = MACHINES.get(machine)  # type: ignore[arg-type]
+        if bits is None:
+            raise BBMapError(f"instruction checks support x86-64 and i386, not {machine}")
+        mode = capstone.CS_MODE_64 if bits == 64 else capstone.CS_MODE_32
+        self._cs = capstone.Cs(capstone.CS_ARCH_X86, mode)
+        self._cs.detail = False
+        self.bits = bits
+        self._fast = _FAST
+
+    def decode(self, code: bytes, base: int) -> Decoded:
+        """Decode from ``base`` until the bytes end or do not decode (columns)."""
+        if self._fast:
+            return self._decode_ctypes(code, base)
+        rows = list(self._cs.disasm_lite(code, base))
+        kinds, targets = [], []
+        for _a, _s, m, o in rows:
+            k, t = classify(m, o)
+            kinds.append(k)
+            targets.append(-1 if t is None else t)
+        return Decoded(np.array([r[0] for r in rows], dtype=np.uint64),
+                       np.array([r[1] for r in rows], dtype=np.uint8),
+                       np.array(kinds, dtype=np.uint8), np.array(targets, dtype=np.int64))
+
+    def _decode_ctypes(self, code: bytes, base: int) -> Decoded:
+        """``cs_disasm`` once, columns read with numpy straight from capstone's array."""
+        import capstone
+
+        insn = ctypes.POINTER(capstone._cs_insn)()
+        n = capstone._cs.cs_disasm(self._cs.csh, code, len(code), base, 0, ctypes.byref(insn))
+        if n <= 0:
+            return Decoded.empty()
+        try:
+            buf = (ctypes.c_char * (n * _INSN_DTYPE.itemsize)).from_address(
+                ctypes.addressof(insn.contents))
+            arr = np.frombuffer(buf, dtype=_INSN_DTYPE, count=n)
+            addr = arr["address"].astype(np.uint64)
+            size = arr["size"].astype(np.uint8)
+            ids = arr["id"].astype(np.int64)
+            kinds = _KINDS[np.minimum(ids, len(_KINDS) - 1)]
+            target = np.full(n, -1, dtype=np.int64)
+            br = np.nonzero((kinds == JMP) | (kinds == CALL) | (kinds == JCC))[0]
+            if len(br):
+                ops = arr["op_str"][br].tolist()
+                for i, op in zip(br.tolist(), ops):
+                    if op.startswith(b"0x"):
+                        target[i] = int(op, 16)
+                    else:  # jmp rax / call qword ptr [...]
+                        kinds[i] = JMP_INDIRECT if kinds[i] == JMP else CALL_INDIRECT
+        finally:
+            capstone._cs.cs_free(insn, n)
+        return Decoded(addr, size, kinds, target)
+
+    def describe(self, code: bytes, address: int) -> str:
+        for _a, _s, m, o in self._cs.disasm_lite(code, address, 1):
+            return f"{address:#x}: {m} {o}".rstrip()
+        return f"{address:#x}: (undecodable)"
+
+    def sweep(self, code: bytes | memoryview, base: int, stop: int, limit: int,
+              resync: list[int]) -> tuple[list[Decoded], int, list[int]]:
+        """Decode ``code`` (which starts at ``base``) up to ``limit``.
+
+        Returns the decoded pieces, where decoding ended and the addresses below
+        ``stop`` that capstone could not decode; after such a stretch decoding
+        resumes at the next address in ``resync`` (sorted block starts) so one bad
+        byte does not hide the rest.  Decoding runs a few bytes past ``stop`` (the
+        last block's end) so that an instruction straddling it is seen whole.
+        """
+        pieces: list[Decoded] = []
+        bad: list[int] = []
+        k = 0
+        pos = base
+        while pos < limit:
+            d = self.decode(bytes(code[pos - base: limit - base]), pos)
+            if len(d.addr):
+                pieces.append(d)
+                pos = int(d.addr[-1]) + int(d.size[-1])
+            if pos >= stop:
+                break
+            bad.append(pos)
+            while k < len(resync) and resync[k] <= pos:
+                k += 1
+            if k == len(resync):
+                break
+            pos = resync[k]
+        return pieces, pos, bad
+
+
+@dataclass
+class Decoded:
+    """Columns of one decoded stretch of code."""
+
+    addr: np.ndarray  # u8
+    size: np.ndarray  # u1
+    kinds: np.ndarray  # u1
+    target: np.ndarray  # i8
+
+    @staticmethod
+    def empty() -> Decoded:
+        return Decoded(np.zeros(0, np.uint64), np.zeros(0, np.uint8), np.zeros(0, np.uint8),
+                       np.zeros(0, np.int64))
+
+
+def _insn_dtype() -> np.dtype:
+    """numpy view of capstone's ``cs_insn`` (C layout from the binding's ctypes struct)."""
+    import capstone
+
+    S = capstone._cs_insn
+    return np.dtype({"names": ["id", "address", "size", "op_str"],
+                     "formats": ["u4", "u8", "u2", "S160"],
+                     "offsets": [S.id.offset, S.address.offset, S.size.offset,
+                                 S.op_str.offset],
+                     "itemsize": ctypes.sizeof(S)})
+
+
+try:
+    _INSN_DTYPE = _insn_dtype()
+    _KINDS = _kind_table()
+    _FAST = True
+except (ImportError, AttributeError):  # a capstone without these internals: slow path
+    _FAST = False

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Benchmark ``bbmap annotate`` against ``perf report --stdio`` and check its memory bound.
+
+1. IP samples: generate a C program with many functions (default 20,000) that spreads its
+   time over all of them, build it with clang-22 ``-fbasic-block-address-map``, record it
+   with ``perf record -e cpu-clock -c 10000`` until the profile has >= 500,000 samples, then
+   time ``bbmap annotate`` and ``perf report --stdio`` on the same file, alternating, and
+   print the ratio.
+2. LBR: write a synthetic LBR profile of >= 1 GB (32-entry stacks over the same binary's
+   blocks) with ``bbmap.perf.writer.PerfWriter`` and run ``bbmap annotate`` on it in a
+   subprocess, reporting wall time and peak RSS (limit: 1 GB).
+
+    python bench/bench_annotate.py [--workdir /tmp/bbmap-bench] [--functions 20000]
+                                   [--lbr-gb 1.0] [--skip-ip] [--skip-lbr]
+
+Inputs are cached in the work directory (delete it to regenerate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+BASE = 0x5555_5555_4000  # where the synthetic LBR profile maps the binary (page aligned)
+
+
+def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, **kw)
+
+
+# ----------------------------------------------------------------------------- program
+def write_program(d: str, nfunc: int, files: int = 8) -> list[str]:
+    """``nfunc`` small functions with loops and branches, called round-robin from a table."""
+    srcs = []
+    per = (nfunc + files - 1) // files
+    for k in range(files):
+        lines = []
+        for i in range(k * per, min(nfunc, (k + 1) * per)):
+            lines.append(
+                f"unsigned f{i}(unsigned x) {{ unsigned s = x ^ {i}u;"
+                f" for (unsigned j = 0; j < {24 + i % 17}u; j++) {{"
+                f" if (s & 1) s = s * 3u + 1u; else s >>= 1; if (s == {i}u) return j; s += j; }}"
+                f" return s; }}")
+        p = os.path.join(d, f"part{k}.c")
+        _write_if_changed(p, "\n".join(lines) + "\n")
+        srcs.append(p)
+    decl = "\n".join(f"unsigned f{i}(unsigned);" for i in range(nfunc))
+    tab = ",".join(f"f{i}" for i in range(nfunc))
+    main = (f"#include <stdlib.h>\n#include <time.h>\n{decl}\n"
+            f"static unsigned (*const tab[{nfunc}])(unsigned) = {{{tab}}};\n"
+            "int main(int argc, char **argv) { double secs = argc > 1 ? atof(argv[1]) : 6;"
+            " unsigned acc = 1; while ((double)clock() < secs * CLOCKS_PER_SEC)"
+            f" for (unsigned i = 0; i < {nfunc}u; i++) acc += tab[i](acc + i);"
+            " volatile unsigned sink = acc; (void)sink; return 0; }\n")
+    p = os.path.join(d, "main.c")
+    _write_if_changed(p, main)
+    return srcs + [p]
+
+
+def _write_if_changed(path: str, text: str) -> None:
+    if os.path.exists(path):
+        with open(path) as fh:
+            if fh.read() == text:
+                return
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def build_program(d: str, nfunc: int) -> str:
+    exe = os.path.join(d, "manyfuncs")
+    if os.path.exists(exe):
+        return exe
+    srcs = write_program(d, nfunc)
+    objs = []
+    for s in srcs:
+        o = s[:-2] + ".o"
+        if os.path.exists(o) and os.path.getmtime(o) >= os.path.getmtime(s):
+            objs.append(o)
+            continue
+        sh(["clang-22", "-O1", "-fPIE", "-fbasic-block-address-map", "-c", s, "-o", o])
+        objs.append(o)
+    sh(["clang-22", "-pie", "-Wl,--build-id=sha1", *objs, "-o", exe])
+    return exe
+
+
+def count_samples(path: str) -> int:
+    from bbmap.perf import PerfData
+
+    return sum(len(b) for b in PerfData(path).samples(branches=False))
+
+
+def record_ip(d: str, exe: str, want: int) -> str:
+    data = os.path.join(d, "ip.data")
+    if os.path.exists(data) and count_samples(data) >= want:
+        return data
+    secs = 6.0
+    for _ in range(4):
+        sh(["perf", "record", "-q", "-e", "cpu-clock", "-c", "10000", "-o", data, "--", exe,
+            str(secs)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        n = count_samples(data)
+        if n >= want:
+            return data
+        secs *= 1.3 * want / max(n, 1)
+    raise SystemExit(f"could not record {want} samples (got {n})")
+
+
+# ----------------------------------------------------------------------------- timing
+def timed(cmd: list[str]) -> float:
+    t = time.perf_counter()
+    sh(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def peak_rss_mb(cmd: list[str]) -> tuple[float, float]:
+    """Wall time and peak RSS (MB) of ``cmd`` measured in a fresh helper process."""
+    helper = ("import resource, subprocess, sys, time; t = time.perf_counter();"
+              " r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL);"
+              " w = time.perf_counter() - t;"
+              " print(w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode)")
+    out = sh([sys.executable, "-c", helper, *cmd], capture_output=True, text=True).stdout.split()
+    if out[2] != "0":
+        raise SystemExit(f"{cmd} failed with exit {out[2]}")
+    return float(out[0]), int(out[1]) / 1024.0
+
+
+def bbmap_cmd(*args: str) -> list[str]:
+    exe = shutil.which("bbmap")
+    return [exe, *args] if exe else [sys.executable, "-m", "bbmap.cli", *args]
+
+
+def bench_ip(d: str, exe: str, want: int, rounds: int) -> None:
+    data = record_ip(d, exe, want)
+    from bbmap.binary import load_binary
+
+    nfun = len(load_binary(exe).symbols)
+    n = count_samples(data)
+    out = os.path.join(d, "ip.txt")
+    ours = bbmap_cmd("annotate", data, exe, "-o", out)
+    perf = ["perf", "report", "--stdio", "-i", data]
+    tb, tp = [], []
+    for _ in range(rounds):  # alternate so both see the same machine load
+        tb.append(timed(ours))
+        tp.append(timed(perf))
+    b, p = min(tb), min(tp)
+    print(f"IP profile: {n} samples, binary with {nfun} function symbols ({data})")
+    print(f"  bbmap annotate       : {b:7.2f} s  (runs: {', '.join(f'{x:.2f}' for x in tb)})")
+    print(f"  perf report --stdio  : {p:7.2f} s  (runs: {', '.join(f'{x:.2f}' for x in tp)})")
+    print(f"  ratio bbmap/perf     : {b / p:7.2f}  ({'faster' if b < p else 'SLOWER'})")
+
+
+# ----------------------------------------------------------------------------- LBR
+def write_lbr(d: str, exe: str, gbytes: float) -> str:
+    """A synthetic LBR profile: 32-entry stacks that walk real blocks of ``exe``."""
+    from bbmap.binary import load_binary
+    from bbmap.formats import perfdata as fmt
+    from bbmap.model import MD_CAN_FALL_THROUGH
+    from bbmap.perf.writer import PerfWriter
+
+    path = os.path.join(d, "lbr.data")
+    if os.path.exists(path) and os.path.getsize(path) >= gbytes * (1 << 30):
+        return path
+    b = load_binary(exe)
+    m = b.block_map
+    seg = next(s for s in b.segments if s.is_exec)
+    start = BASE + (seg.p_vaddr & ~0xFFF)
+    rng = np.random.default_rng(1)
+    starts = (m.range_base[m.block_range(np.arange(m.num_blocks))] + m.block_offset)
+    ends = starts + m.block_size
+    fptr = m.range_block_ptr[m.func_range_ptr]
+    pool = []
+    for _ in range(4096):  # distinct stacks, replayed
+        f = int(rng.integers(m.num_functions))
+        lo, hi = int(fptr[f]), int(fptr[f + 1])
+        ent = []
+        cur = lo
+        for _ in range(32):
+            # run straight from cur while blocks fall through, then take a branch
+            nxt = cur
+            while nxt + 1 < hi and m.block_md[nxt] & MD_CAN_FALL_THROUGH and rng.random() < .6:
+                nxt += 1
+            tgt = int(rng.integers(lo, hi))
+            src = max(int(ends[nxt]) - 2, int(starts[nxt]))
+            ent.append((BASE + src, BASE + int(starts[tgt]), 0))
+            cur = tgt
+        pool.append(np.array(ent[::-1], np.uint64))  # newest first
+    w = PerfWriter(path, event_name="cycles:u", sample_period=10007,
+                   branch_sample_type=fmt.BR_ANY | 1)
+    w.add_comm(100, 100, "manyfuncs", exec_=True)
+    w.add_mmap2(100, 100, start, seg.p_memsz + (seg.p_vaddr & 0xFFF), seg.p_offset & ~0xFFF,
+                os.path.abspath(exe), build_id=b.build_id)
+    recs = [w.sample_bytes(int(s[0][1]), 100, 100, 0, 10007, s) for s in pool]
+    size = sum(len(r) for r in recs)
+    rounds = int(gbytes * (1 << 30) / size) + 1
+    for _ in range(rounds):
+        for s in pool:
+            w.add_sample(int(s[0][1]), 100, 100, 0, 10007, s)
+    w.close()
+    return path
+
+
+def bench_lbr(d: str, exe: str, gbytes: float) -> None:
+    data = write_lbr(d, exe, gbytes)
+    size = os.path.getsize(data) / (1 << 30)
+    wall, rss = peak_rss_mb(bbmap_cmd("annotate", data, exe, "--format", "json",
+                                      "-o", os.path.join(d, "lbr.json")))
+    print(f"LBR profile: {size:.2f} GiB synthetic ({data})")
+    print(f"  bbmap annotate wall  : {wall:7.1f} s")
+    print(f"  peak RSS             : {rss:7.0f} MB  (limit 1024 MB; ratio {rss / 1024:.2f})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workdir", default="/tmp/bbmap-bench")
+    ap.add_argument("--functions", type=int, default=20000)
+    ap.add_argument("--samples", type=int, default=500_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--lbr-gb", type=float, default=1.0)
+    ap.add_argument("--skip-ip", action="store_true")
+    ap.add_argument("--skip-lbr", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    exe = build_program(a.workdir, a.functions)
+    if not a.skip_ip:
+        bench_ip(a.workdir, exe, a.samples, a.rounds)
+    if not a.skip_lbr:
+        bench_lbr(a.workdir, exe, a.lbr_gb)
+    resource.getrusage(resource.RUSAGE_SELF)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Time ``bbmap dump --json`` against ``llvm-readobj-22 --bb-addr-map --elf-output-style=JSON``.
+
+Two inputs, both timed side by side in one run (each tool writes its JSON to a file):
+
+* ``big``: a clang-sized map of >= 1.5 million blocks made with bbmap's writer (v5,
+  callsite offsets on most functions, like clang-22 output), wrapped in an ELF file
+  with a symbol per function -- llvm-readobj decodes it too (checked: same function
+  count).
+* ``real``: a real clang-22 ``-fbasic-block-address-map`` binary of >= 20,000
+  functions, compiled from generated C (switches, loops, calls) in a few TUs.
+
+Inputs are cached under ``$BBMAP_BENCH_DIR`` (default /tmp/bbmap-bench).  Prints
+wall seconds for each tool and the ratio bbmap/readobj (<= 1 means bbmap is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bbmap.binary.writer import encode_map_fast, write_elf
+from bbmap.model import BlockRecord, FunctionRecord, RangeRecord
+
+READOBJ = "llvm-readobj-22"
+CLANG = "clang-22"
+
+
+def make_big_map(path: Path, blocks: int = 1_600_000, seed: int = 1) -> None:
+    """A v5 map shaped like clang's: mostly small functions, callsites where calls are."""
+    rnd = random.Random(seed)
+    recs, names, addr, made = [], [], 0x400000, 0
+    while made < blocks:
+        n = min(blocks - made, max(1, int(rnd.expovariate(1 / 15))))
+        calls = rnd.random() < 0.7
+        bl, off = [], 0
+        ids = list(range(n))
+        rnd.shuffle(ids[1:]) if n > 2 else None
+        for i in range(n):
+            off += rnd.choice((0, 0, 0, 0, 1, 3))
+            cs = tuple(sorted(rnd.sample(range(1, 40), rnd.randint(1, 2)))) \
+                if calls and rnd.random() < 0.3 else ()
+            size = max(cs[-1] if cs else 0, rnd.randint(1, 40))
+            md = rnd.choice((0, 8, 8, 8, 1, 3, 0x10))
+            bl.append(BlockRecord(id=ids[i], offset=off, size=size, md=md, callsites=cs))
+            off += size
+        feature = 0x20 if any(b.callsites for b in bl) else 0
+        recs.append(FunctionRecord(address=addr, version=5, feature=feature,
+                                   ranges=[RangeRecord(base=addr, blocks=bl)]))
+        names.append((f"fn_{len(recs)}", addr, off))
+        addr += (off + 15) & ~15
+        made += n
+    data = encode_map_fast(recs)
+    path.write_bytes(write_elf(data, text_addr=0x400000, text_size=addr - 0x400000,
+                               functions=names))
+
+
+C_TEMPLATE = """
+int g_{i}(int x, int y) {{
+  int s = 0;
+  switch ((x + {i}) & 7) {{
+  case 0: s = x * {a}; break;
+  case 1: s = y - {b}; break;
+  case 2: s = x ^ y; break;
+  case 3: s = {a} + y * x; break;
+  case 5: s = ext_{j}(x, y); break;
+  default: s = x + y;
+  }}
+  for (int k = 0; k < (y & 15); k++) {{
+    if ((s + k) % {c} == 0) s += ext_{j}(k, s); else s -= k;
+  }}
+  return s > {b} ? s : -s;
+}}
+"""
+
+
+def make_real_binary(out: Path, functions: int = 20_400, units: int = 6) -> None:
+    src = out.parent / "gen"
+    src.mkdir(parents=True, exist_ok=True)
+    rnd = random.Random(2)
+    per = functions // units
+    objs = []
+    for u in range(units):
+        parts = [f"int ext_{u}(int, int);\n"]
+        for i in range(u * per, (u + 1) * per):
+            parts.append(C_TEMPLATE.format(i=i, j=u, a=rnd.randint(2, 99), b=rnd.randint(2, 999),
+                                           c=rnd.randint(2, 9)))
+        cfile = src / f"unit{u}.c"
+        cfile.write_text("".join(parts))
+        obj = src / f"unit{u}.o"
+        subprocess.run([CLANG, "-O2", "-fPIC", "-fbasic-block-address-map", "-c", str(cfile),
+                        "-o", str(obj)], check=True)
+        objs.append(str(obj))
+    ext = src / "ext.c"
+    ext.write_text("".join(f"int ext_{u}(int a, int b) {{ return a * {u + 3} - b; }}\n"
+                           for u in range(units)))
+    subprocess.run([CLANG, "-O2", "-shared", "-fPIC", "-fbasic-block-address-map",
+                    str(ext), *objs, "-o", str(out)], check=True)
+
+
+def timed(cmd: list[str], out: Path) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    with open(out, "wb") as fh:
+        r = subprocess.run(cmd, stdout=fh, stderr=subprocess.PIPE)
+    dt = time.perf_counter() - t0
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"{cmd[0]} failed ({r.returncode}): {r.stderr.decode()[:300]}")
+    return dt, r.returncode
+
+
+def count_functions(bbmap_json: Path, readobj_json: Path) -> tuple[int, int, int]:
+    d = json.loads(bbmap_json.read_text())
+    r = json.loads(readobj_json.read_text())
+    nb = sum(len(rg["blocks"]) for f in d["functions"] for rg in f["ranges"])
+    return len(d["functions"]), sum(len(x.get("BBAddrMap", [])) for x in r), nb
+
+
+def bench(name: str, binary: Path, work: Path, repeat: int) -> float:
+    bb = [sys.executable, "-c", "from bbmap.cli import main; main()", "dump", "--json",
+          str(binary)]
+    ro = [READOBJ, "--bb-addr-map", "--elf-output-style=JSON", str(binary)]
+    tb, tr = [], []
+    for _ in range(repeat):
+        tb.append(timed(bb, work / f"{name}.bbmap.json")[0])
+        tr.append(timed(ro, work / f"{name}.readobj.json")[0])
+    fb, fr, nb = count_functions(work / f"{name}.bbmap.json", work / f"{name}.readobj.json")
+    b, r = min(tb), min(tr)
+    print(f"{name:5s} {binary.name}: {fb} functions ({fr} by readobj), {nb} blocks, "
+          f"{binary.stat().st_size / 1e6:.1f} MB")
+    print(f"      bbmap dump --json {b:7.2f} s   llvm-readobj-22 JSON {r:7.2f} s   "
+          f"ratio bbmap/readobj = {b / r:.2f}")
+    return b / r
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--blocks", type=int, default=1_600_000)
+    args = ap.parse_args()
+    if not shutil.which(READOBJ):
+        raise SystemExit(f"{READOBJ} is needed for the side-by-side timing")
+    work = Path(os.environ.get("BBMAP_BENCH_DIR", "/tmp/bbmap-bench"))
+    work.mkdir(parents=True, exist_ok=True)
+    big = work / f"big{args.blocks}.elf"
+    if not big.exists():
+        make_big_map(big, args.blocks)
+    real = work / "real-clang22.so"
+    if not real.exists():
+        if not shutil.which(CLANG):
+            raise SystemExit(f"{CLANG} is needed to build the real binary")
+        make_real_binary(real)
+    ratios = [bench("big", big, work, args.repeat), bench("real", real, work, args.repeat)]
+    print(f"worst ratio {max(ratios):.2f} ({'OK' if max(ratios) <= 1 else 'SLOWER than readobj'})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Aggregation rules on a hand-built binary; expected values are derived by hand in the
+comments (the layout is in test_annotate_helpers)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_annotate_helpers import LIBC, batch, block_map, resolver, rt, symbols
+
+from bbmap.annotate import AnnotateResult
+from bbmap.annotate.accounting import Accounting, AccountingError
+from bbmap.annotate.api import Annotator
+
+L = LIBC + 0x1000
+
+
+def run(*batches, **kw) -> AnnotateResult:
+    a = Annotator(block_map(), symbols(), **kw)
+    r = resolver()
+    for b in batches:
+        a.add_batch(b, r)
+    return a.result(binary="t", build_id=None, profiles=[])
+
+
+def test_ip_samples_buckets_blocks_functions():
+    ips = [rt(0x1004), rt(0x1004), rt(0x1012), rt(0x201F), rt(0x3004), rt(0x4010),
+           rt(0x4500), LIBC + 0x10, 0xFFFF_FFFF_8100_0000, 0x10]
+    per = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    res = run(batch(ips, per))
+    a = res.accounting
+    assert a.sample_buckets() == {"in_block": 5, "in_function_no_block": 1,
+                                  "outside_function": 1, "other_dso": 1, "kernel": 1,
+                                  "unmapped": 1, "other_pid": 0}
+    assert a.period_buckets()["in_block"] == 10 + 20 + 30 + 40 + 50
+    assert a.total_samples == 10 and a.total_period == 550
+    assert a.dso_samples == {"/usr/lib/libc.so.6": 1}
+    # blocks: alpha bb0 x2, bb1 x1; beta bb3 (0x2018..) x1; beta.cold bb2 x1
+    assert res.block_samples.tolist() == [2, 1, 0, 0, 0, 1, 1]
+    assert res.block_period.tolist() == [30, 30, 0, 0, 0, 40, 50]
+    names = res.functions.names
+    by = {names[k]: int(res.func_samples[k]) for k in range(len(names))}
+    assert by == {"alpha": 3, "beta": 2, "gamma": 1}  # beta.cold folded into beta
+    hot = res.hot_functions()
+    assert [f.name for f in hot] == ["alpha", "beta", "gamma"]
+    assert res.status == "ok"
+
+
+def test_lbr_edges_ranges_counts():
+    # one call/return story, newest first (see module doc for block indexes)
+    story = [(rt(0x300F), L), (rt(0x2016), rt(0x3000)), (rt(0x101F), rt(0x200D)),
+             (rt(0x2008), rt(0x1000))]
+    res = run(batch([rt(0x300F)], stacks=[story]))
+    a = res.accounting
+    assert a.total_branches == 4
+    assert a.branch_buckets() == {"in_block": 3, "in_function_no_block": 0,
+                                  "outside_function": 0, "other_dso": 1, "kernel": 0,
+                                  "unmapped": 0, "other_pid": 0, "duplicate": 0}
+    # ranges: [0x3000,0x300f] beta bb2; [0x200d,0x2016] beta bb0,bb1; [0x1000,0x101f] alpha all
+    assert a.range_reasons()["valid"] == 3 and a.total_ranges == 3
+    # beta bb0's range starts at 0x200d, after the call returned: bb0 was entered before
+    # the call (outside this stack), so only bb1 counts from that range
+    assert res.block_count.tolist() == [1, 1, 1, 0, 1, 0, 1]
+    edges = {(int(f), int(t), int(k)): int(c) for f, t, k, c in
+             zip(res.edge_from, res.edge_to, res.edge_kind, res.edge_count)}
+    from bbmap.annotate.lbr import K_BRANCH, K_CALL, K_FALLTHROUGH, K_RETURN
+    assert edges == {(4, 6, K_BRANCH): 1, (2, 3, K_RETURN): 1, (3, 0, K_CALL): 1,
+                     (0, 1, K_FALLTHROUGH): 1, (1, 2, K_FALLTHROUGH): 1,
+                     (3, 4, K_FALLTHROUGH): 1}
+    j = res.to_json()
+    beta = next(f for f in j["functions"] if f["name"] == "beta")
+    kinds = {(e["from"], e["to"], e["kind"]) for e in beta["edges"]}
+    assert kinds == {(1, 2, "branch"), (0, "alpha:0", "call"), (0, 1, "fallthrough")}
+    alpha = next(f for f in j["functions"] if f["name"] == "alpha")
+    assert (2, "beta:0", "return") in {(e["from"], e["to"], e["kind"]) for e in alpha["edges"]}
+    assert [b["count"] for b in alpha["blocks"]] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("start,end,reason", [
+    (0x1004, 0x1012, "valid"),
+    (0x1018, 0x1004, "reversed"),
+    (0x1004, 0x2004, "cross_function"),
+    (0x2004, 0x3004, "cross_range"),
+    (0x2004, 0x201A, "no_fall_through"),  # beta bb1 (a jmp) lies before the end block
+    (0x4010, 0x4020, "not_in_block"),
+    (0x2018, 0x201C, "valid"),  # a range inside one block: only that block counts
+])
+def test_range_validity(start, end, reason):
+    # a two-entry stack [(end -> L), (L -> start)] makes exactly the range [start, end]
+    res = run(batch([rt(end)], stacks=[[(rt(end), L), (L, rt(start))]]))
+    rr = res.accounting.range_reasons()
+    assert rr[reason] == 1 and sum(rr.values()) == 1
+    if reason != "valid":
+        assert res.block_count.sum() == 0
+
+
+def test_range_counts_cover_blocks():
+    stacks = [[(rt(0x1012), L), (L, rt(0x1000))], [(rt(0x201C), L), (L, rt(0x2018))]]
+    res = run(batch([1, 2], stacks=stacks))
+    assert res.block_count.tolist() == [1, 1, 0, 0, 0, 1, 0]
+    # a range starting inside alpha bb0 (a return landing) enters only bb1
+    res = run(batch([1], stacks=[[(rt(0x1012), L), (L, rt(0x1004))]]))
+    assert res.block_count.tolist() == [0, 1, 0, 0, 0, 0, 0]
+    fb, tb, kind, cnt = res.edge_from, res.edge_to, res.edge_kind, res.edge_count
+    assert (0, 1, 4, 1) in set(zip(fb.tolist(), tb.tolist(), kind.tolist(), cnt.tolist()))
+
+
+def test_duplicated_newest_entry_dropped():
+    dup = (rt(0x2016), rt(0x3000))
+    stack = [dup, dup, (L, rt(0x2000))]
+    res = run(batch([rt(0x3000)], stacks=[stack]))
+    bb = res.accounting.branch_buckets()
+    assert bb["duplicate"] == 1 and bb["in_block"] == 1 and bb["other_dso"] == 1
+    # after the drop the range is [0x2000, 0x2016] (beta bb0, bb1), not the bogus reversed one
+    assert res.accounting.range_reasons() == {"valid": 1, "not_in_block": 0, "reversed": 0,
+                                              "cross_function": 0, "cross_range": 0,
+                                              "no_fall_through": 0}
+    assert res.block_count.tolist() == [0, 0, 0, 1, 1, 0, 0]
+    # without the rule the duplicate makes a reversed range
+    res2 = run(batch([rt(0x3000)], stacks=[stack]), drop_duplicate_newest=False)
+    assert res2.accounting.range_reasons()["reversed"] == 1
+
+
+def test_kernel_entries_bucketed_and_not_ranged():
+    stack = [(KERNEL_A := 0xFFFF_FFFF_8100_0010, rt(0x1004)), (rt(0x1012), KERNEL_A)]
+    res = run(batch([rt(0x1004)], stacks=[stack]))
+    bb = res.accounting.branch_buckets()
+    assert bb["kernel"] == 2
+    assert res.accounting.range_reasons()["not_in_block"] == 1
+
+
+def test_batches_merge_equals_one_batch():
+    ips = [rt(0x1004), rt(0x2004), rt(0x3004), LIBC + 1]
+    stacks = [[(rt(0x1012), L), (L, rt(0x1004))]] * 4
+    one = run(batch(ips, stacks=stacks))
+    two = run(batch(ips[:2], stacks=stacks[:2]), batch(ips[2:], stacks=stacks[2:]))
+    assert one.to_json() == two.to_json()
+
+
+def test_accounting_check_catches_a_lost_sample():
+    a = Accounting()
+    a.add_samples(np.array([0, 1], np.int8), np.array([1, 1], np.uint64))
+    a.total_samples, a.total_period = 3, 2
+    with pytest.raises(AccountingError):
+        a.check()
+
+
+def test_branch_slicing_equals_one_pass(monkeypatch):
+    import bbmap.annotate.api as api
+
+    stacks = [[(rt(0x1012), L), (L, rt(0x1004)), (rt(0x2016), rt(0x3000))]] * 7
+    ips = [rt(0x1004)] * 7
+    one = run(batch(ips, stacks=stacks))
+    monkeypatch.setattr(api, "MAX_BRANCH_SLICE", 4)  # cut inside the batch
+    many = run(batch(ips, stacks=stacks))
+    assert one.to_json() == many.to_json()
+    assert many.accounting.total_branches == 21

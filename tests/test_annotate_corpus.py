@@ -1,0 +1,144 @@
+"""Oracles on the real corpus profiles: perf's own numbers, not bbmap's.
+
+* total samples == the SAMPLE record count ``perf report -D`` printed;
+* per function (parts folded): == the number of ``perf script`` lines for that symbol in
+  the binary (the exact per-sample view behind ``perf report --stdio``), and the shares
+  agree with ``perf report --stdio`` to its printed precision;
+* per other DSO: == ``perf script`` lines naming that DSO; kernel == ``[kernel.kallsyms]``;
+* the buckets add up (``Accounting.check`` runs inside ``annotate``).
+
+Skipped when the corpus is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+
+import pytest
+
+from bbmap.annotate import annotate
+from bbmap.binary.types import parent_name
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
+MANIFEST = os.path.join(ROOT, "manifest.json")
+
+
+def _profiles() -> list[tuple[str, str, str]]:
+    """(name, profile dir, binary path) for every plain (IP-sample) corpus profile."""
+    if not os.path.exists(MANIFEST):
+        return []
+    with open(MANIFEST) as fh:
+        m = json.load(fh)
+    bins = {b["name"]: os.path.join(ROOT, b["path"]) for b in m.get("binaries", [])}
+    out = []
+    for p in m.get("profiles", []):
+        if "lbr" in p.get("kinds", []) or not p.get("binaries"):
+            continue
+        d = os.path.dirname(os.path.join(ROOT, p["path"]))
+        b = bins.get(p["binaries"][0])
+        if b and os.path.exists(os.path.join(d, "script.txt")):
+            out.append((p["name"], d, b))
+    if not out:  # manifest without profile entries yet: profiles/<binary>-plain/
+        pdir = os.path.join(ROOT, "profiles")
+        for name in sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []:
+            d = os.path.join(pdir, name)
+            b = bins.get(name.removesuffix("-plain"))
+            if b and os.path.exists(os.path.join(d, "script.txt")):
+                out.append((name, d, b))
+    return out
+
+
+_LINE = re.compile(r"^\s*\S+\s+\S+:\s+[0-9a-f]+\s+(?P<sym>.*?)\s+\((?P<dso>[^()]*)\)\s*$")
+
+
+def _script_counts(path: str) -> list[tuple[str, str]]:
+    """(symbol, dso) per sample line of ``perf script -F tid,time,ip,sym,dso``."""
+    out = []
+    with open(path, errors="replace") as fh:
+        for line in fh:
+            m = _LINE.match(line)
+            if m:
+                out.append((m.group("sym"), m.group("dso")))
+    return out
+
+
+def _fold(sym: str) -> str:
+    sym = re.sub(r"\s*\[clone \.(cold|part\.\d+)\]$", "", sym)
+    return parent_name(re.sub(r"\+0x[0-9a-f]+$", "", sym))
+
+
+def _perf_style(display: str) -> str:
+    """perf 6.1 prints C++ names without parameters or return type."""
+    depth, cut, space = 0, len(display), -1
+    for i, ch in enumerate(display):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0 and ch == "(" and i > 0:
+            cut = i
+            break
+        elif depth == 0 and ch == " ":
+            space = i
+    return display[space + 1:cut]
+
+
+def _synthetic(sym: str) -> bool:
+    """Names perf makes up (PLT entries) or cannot give."""
+    return sym == "[unknown]" or sym.endswith("@plt")
+
+
+PROFILES = _profiles()
+
+
+@pytest.mark.skipif(not PROFILES, reason="corpus profiles not built")
+@pytest.mark.parametrize("name,pdir,binary", PROFILES, ids=[p[0] for p in PROFILES])
+def test_counts_match_perf(name, pdir, binary):
+    res = annotate([os.path.join(pdir, "perf.data")], binary)
+    a = res.accounting
+    with open(os.path.join(pdir, "report-D-stats.json")) as fh:
+        stats = json.load(fh)
+    assert a.total_samples == stats["SAMPLE"]
+    lines = _script_counts(os.path.join(pdir, "script.txt"))
+    assert len(lines) == a.total_samples
+
+    base = os.path.basename(binary)
+    # functions named by a symbol (a stripped binary's map-only functions have no name)
+    ours: Counter = Counter()
+    for k, n in enumerate(res.func_samples.tolist()):
+        if n and not res.functions.names[k].startswith("fn@"):
+            ours[_perf_style(res.functions.names[k])] += n
+    theirs = Counter(_fold(s) for s, d in lines if os.path.basename(d) == base
+                     and not _synthetic(s))
+    assert dict(ours) == dict(theirs)
+    unknown = sum(1 for s, d in lines if os.path.basename(d) == base and _synthetic(s))
+    assert int(a.samples[:3].sum()) - sum(ours.values()) == unknown
+
+    kernel = sum(1 for _, d in lines if d.startswith("[kernel"))
+    assert int(a.samples[4]) == kernel
+    dsos = Counter(d for _, d in lines if os.path.basename(d) != base
+                   and not d.startswith("[kernel"))
+    assert a.dso_samples == dict(dsos)
+    assert res.status in ("ok", "partial")
+
+
+@pytest.mark.skipif(not PROFILES, reason="corpus profiles not built")
+@pytest.mark.parametrize("name,pdir,binary", PROFILES[:3], ids=[p[0] for p in PROFILES[:3]])
+def test_shares_match_perf_report(name, pdir, binary):
+    """``perf report --stdio`` prints shares with two decimals; ours must round the same."""
+    res = annotate([os.path.join(pdir, "perf.data")], binary)
+    total = res.accounting.total_samples
+    want = {}
+    with open(os.path.join(pdir, "report.txt")) as fh:
+        for line in fh:
+            m = re.match(r"^\s+([\d.]+)%\s+(\S+)\s+\[\.\]\s+(.*?)\s*$", line)
+            if m and os.path.basename(binary).startswith(m.group(2)):
+                want[_fold(m.group(3))] = want.get(_fold(m.group(3)), 0.0) + float(m.group(1))
+    ours = {_perf_style(res.functions.names[k]): 100.0 * int(n) / total
+            for k, n in enumerate(res.func_samples) if n}
+    assert set(want) == set(ours)
+    for k, pct in want.items():
+        assert abs(ours[k] - pct) <= 0.005 + 1e-9, k
