@@ -10,6 +10,7 @@ block; :func:`dump` is ``json.loads`` of that same text, so both views agree.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -44,29 +45,6 @@ def source_format(src: MapSource) -> str:
                                                                    hex(src.sh_type))
 
 
-def _block_fragments(m: BlockMap, feats_per_block: np.ndarray) -> list[str]:
-    """One JSON object per block (without PGO, which lives under the function)."""
-    ids = m.block_id.tolist()
-    offs = m.block_offset.tolist()
-    sizes = m.block_size.tolist()
-    mds = [_MD_JSON[x] for x in m.block_md.tolist()]
-    base = ['{"id":%d,"offset":%d,"size":%d,"metadata":%s' % t
-            for t in zip(ids, offs, sizes, mds)]
-    cs_on = (feats_per_block & FEAT_CALLSITE_OFFSETS) != 0
-    hash_on = (feats_per_block & FEAT_BB_HASH) != 0
-    if cs_on.any():
-        ptr = m.block_cs_ptr
-        cs = m.callsite_offsets.tolist()
-        for b in np.nonzero(cs_on)[0].tolist():
-            base[b] += ',"callsite_offsets":[%s]' % ",".join(
-                map(str, cs[int(ptr[b]):int(ptr[b + 1])]))
-    if hash_on.any():
-        hashes = m.block_hash.tolist()
-        for b in np.nonzero(hash_on)[0].tolist():
-            base[b] += ',"hash":%d' % hashes[b]
-    return base
-
-
 def _pgo_json(m: BlockMap, f: int, feat: int) -> str | None:
     if not feat & (FEAT_FUNC_ENTRY_COUNT | FEAT_BB_FREQ | FEAT_BR_PROB):
         return None
@@ -95,20 +73,64 @@ def _pgo_json(m: BlockMap, f: int, feat: int) -> str | None:
     return "{" + ",".join(parts) + "}"
 
 
+_CHUNK = 100_000
+# A block is '{"metadata":{...},"id":N,"offset":N,"size":N[,callsites][,hash]}': key order
+# is not significant in JSON, and leading with the metadata makes it one shared string.
+_MD_PREFIX = np.array(['{"metadata":%s,"id":' % j for j in _MD_JSON], dtype=object)
+_SMALL = np.array([str(i) for i in range(1 << 16)], dtype=object)
+
+
+def _decimal(values: np.ndarray) -> list[str]:
+    """Decimal strings of unsigned integers (table lookup for the small ones)."""
+    big = values >= len(_SMALL)
+    out = _SMALL[np.where(big, 0, values).astype(np.int64)].tolist()
+    if big.any():
+        for i in np.flatnonzero(big).tolist():
+            out[i] = str(int(values[i]))
+    return out
+
+
+def _block_extras(m: BlockMap, feats_per_block: np.ndarray) -> list[str]:
+    """Per block: the callsite / hash keys its function's features call for (else '')."""
+    B = m.num_blocks
+    extras = [""] * B
+    cs_on = np.flatnonzero(feats_per_block & FEAT_CALLSITE_OFFSETS)
+    if len(cs_on):
+        ptr = m.block_cs_ptr
+        n = ptr[cs_on + 1] - ptr[cs_on]
+        empty = ',"callsite_offsets":[]'
+        for b in cs_on[n == 0].tolist():
+            extras[b] = empty
+        cs = m.callsite_offsets.tolist()
+        for b in cs_on[n > 0].tolist():
+            extras[b] = ',"callsite_offsets":[%s]' % ",".join(
+                map(str, cs[int(ptr[b]):int(ptr[b + 1])]))
+    hash_on = np.flatnonzero(feats_per_block & FEAT_BB_HASH)
+    if len(hash_on):
+        hashes = m.block_hash.tolist()
+        for b in hash_on.tolist():
+            extras[b] += ',"hash":%d' % hashes[b]
+    return extras
+
+
 def iter_json(binary: Binary) -> Iterator[str]:
-    """The dump as JSON text fragments (concatenate them)."""
+    """The dump as JSON text fragments (concatenate them).
+
+    Everything between two blocks (closing a range, a function tail, the next
+    function's header, the next range's prefix) is one "gap" string; the blocks
+    themselves are formatted a chunk at a time by a single ``%`` over the chunk.
+    """
     m = binary.block_map
-    names = m.func_name or [None] * m.num_functions
+    F, B = m.num_functions, m.num_blocks
+    names = m.func_name or [None] * F
     disp = names
     if binary.demangle:
         from bbmap.binary.symbols import demangle
 
         disp = [demangle(n) if n else n for n in names]
     feats = m.func_feature.astype(np.int64)
-    # per-block feature (for callsite/hash keys)
     fblocks = np.diff(m.range_block_ptr[m.func_range_ptr])
-    feats_per_block = np.repeat(feats, fblocks) if m.num_blocks else np.zeros(0, np.int64)
-    blocks = _block_fragments(m, feats_per_block)
+    feats_per_block = np.repeat(feats, fblocks) if B else np.zeros(0, np.int64)
     secnames = {s.index: s.name for s in binary.sections}
     src_json = []
     for src in m.sources:
@@ -117,39 +139,65 @@ def iter_json(binary: Binary) -> Iterator[str]:
         else:
             sec = _esc(src.section_name)
         src_json.append((sec, source_format(src)))
-    yield '{"binary":%s,"build_id":%s,"functions":[' % (
+    gaps = [","] * (B + 1)
+    pending = '{"binary":%s,"build_id":%s,"functions":[' % (
         _esc(binary.path), _esc(binary.build_id) if binary.build_id else "null")
     rptr, bptr = m.func_range_ptr.tolist(), m.range_block_ptr.tolist()
     bases, rsecs = m.range_base.tolist(), m.range_section.tolist()
     declared = m.range_num_blocks.tolist()
-    for f in range(m.num_functions):
-        sec, fmt = src_json[int(m.func_source[f])] if src_json else ('null', "unknown")
+    fsrc, fver = m.func_source.tolist(), m.func_version.tolist()
+    faddr, foff = m.func_address.tolist(), m.func_map_offset.tolist()
+    text_sec = {i: ',"text_section":{"index":%d,"name":%s}' % (i, _esc(secnames.get(i, "?")))
+                for i in set(rsecs) if i >= 0}
+    for f in range(F):
+        sec, fmt = src_json[fsrc[f]] if src_json else ("null", "unknown")
         feat = int(feats[f])
-        head = ('{"name":%s,"address":%d,"section":%s,"format":{"source":"%s","version":%d,'
-                '"feature":%d,"map_offset":%d},"ranges":[' % (
-                    _esc(disp[f]) if disp[f] is not None else "null", int(m.func_address[f]),
-                    sec, fmt, int(m.func_version[f]), feat, int(m.func_map_offset[f])))
-        rparts = []
-        for r in range(rptr[f], rptr[f + 1]):
+        pending += ('%s{"name":%s,"address":%d,"section":%s,"format":{"source":"%s",'
+                    '"version":%d,"feature":%d,"map_offset":%d},"ranges":[' % (
+                        "," if f else "", _esc(disp[f]) if disp[f] is not None else "null",
+                        faddr[f], sec, fmt, fver[f], feat, foff[f]))
+        for j, r in enumerate(range(rptr[f], rptr[f + 1])):
             a, b = bptr[r], bptr[r + 1]
-            extra = ""
-            if rsecs[r] >= 0:
-                extra = ',"text_section":{"index":%d,"name":%s}' % (
-                    rsecs[r], _esc(secnames.get(rsecs[r], "?")))
+            extra = text_sec.get(rsecs[r], "")
             if declared[r] != b - a:
                 extra += ',"num_blocks":%d' % declared[r]
-            rparts.append('{"base_address":%d%s,"blocks":[%s]}' % (
-                bases[r], extra, "},".join(blocks[a:b]) + ("}" if b > a else "")))
+            pending += '%s{"base_address":%d%s,"blocks":[' % ("," if j else "", bases[r], extra)
+            if b > a:
+                gaps[a] = pending
+                pending = "]}"
+            else:
+                pending += "]}"
         pgo = _pgo_json(m, f, feat)
-        tail = "]" + (',"pgo":%s' % pgo if pgo else "")
+        pending += "]" + (',"pgo":%s' % pgo if pgo else "")
         if names[f] is not None and disp[f] != names[f]:
-            tail += ',"mangled":%s' % _esc(names[f])
-        yield ("," if f else "") + head + ",".join(rparts) + tail + "}"
-    yield '],"warnings":[%s]}\n' % ",".join(json.dumps(d.to_json())
-                                           for d in binary.diagnostics)
+            pending += ',"mangled":%s' % _esc(names[f])
+        pending += "}"
+    gaps[B] = pending + '],"warnings":[%s]}\n' % ",".join(
+        json.dumps(d.to_json()) for d in binary.diagnostics)
+    extras = _block_extras(m, feats_per_block)
+    for a in range(0, B, _CHUNK):
+        b = min(B, a + _CHUNK)
+        n = b - a
+        parts: list = [None] * (9 * n)
+        parts[0::9] = gaps[a:b]
+        parts[1::9] = _MD_PREFIX[m.block_md[a:b]].tolist()
+        parts[2::9] = _decimal(m.block_id[a:b])
+        parts[3::9] = [',"offset":'] * n
+        parts[4::9] = _decimal(m.block_offset[a:b])
+        parts[5::9] = [',"size":'] * n
+        parts[6::9] = _decimal(m.block_size[a:b])
+        parts[7::9] = extras[a:b]
+        parts[8::9] = ["}"] * n
+        yield "".join(parts)
+    yield gaps[B]
+
+
+_PLAIN = re.compile(r'[\x00-\x1f"\\\x7f-\U0010ffff]')
 
 
 def _esc(s: str) -> str:
+    if not _PLAIN.search(s):
+        return '"' + s + '"'
     return json.dumps(s, ensure_ascii=False)
 
 
@@ -181,8 +229,10 @@ def iter_text(binary: Binary) -> Iterator[str]:
         fmt = source_format(src) if src else "?"
         where = f"[{src.section_index}] {src.section_name}" if src and src.section_index >= 0 \
             else (src.section_name if src else "?")
-        yield (f"\n{shown} @ {int(m.func_address[f]):#x}  ({fmt} v{int(m.func_version[f])} "
-               f"feature {int(m.func_feature[f]):#x}, {where} +{int(m.func_map_offset[f]):#x})\n")
+        ver = int(m.func_version[f])
+        kind = (f"{fmt} v{ver} feature {int(m.func_feature[f]):#x}, {where} "
+                f"+{int(m.func_map_offset[f]):#x}") if ver >= 0 else f"{fmt}, {where}"
+        yield f"\n{shown} @ {int(m.func_address[f]):#x}  ({kind})\n"
         if int(m.func_feature[f]) & FEAT_FUNC_ENTRY_COUNT:
             yield f"  entry count {int(m.func_entry_count[f])}\n"
         for r in m.function_ranges(f):

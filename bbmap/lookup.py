@@ -74,10 +74,18 @@ class Lookuper:
 
     def __init__(self, binary: Any, *, mappings: ProfileMappings | None = None,
                  base: int | None = None) -> None:
+        if getattr(binary, "is_relocatable", False):
+            raise BBMapError("a relocatable object's addresses are section-relative and "
+                             "overlap; look up addresses in the linked binary",
+                             file=str(binary.path))
         self.binary = binary
         self.index = BlockIndex(binary.block_map, binary.symbols, binary.sections)
         self.mappings = mappings
         self.base = base
+        self.caveat = ""
+        if binary.block_map.num_functions == 0:
+            self.caveat = ("the binary has no block map (.llvm_bb_addr_map)" if len(binary.symbols)
+                           else "the binary has no block map and no function symbols (stripped?)")
 
     def lookup(self, text: str, space: str = "vaddr", *, pid: int | None = None,
                to: bool = False, explain: bool = False) -> AddressReport:
@@ -105,9 +113,11 @@ class Lookuper:
             rep.note = note
         if rep.offset is None:
             rep.offset = vaddr_to_offset(rep.vaddr, segs)
-        if rep.vma is None and self.base is not None:
-            rep.base = self.base
-            rep.vma = vaddr_to_vma(rep.vaddr, self.base)
+        if rep.vma is None:
+            base, rep.pid = self._known_base(pid)
+            if base is not None:
+                rep.base = base
+                rep.vma = vaddr_to_vma(rep.vaddr, base)
         rep.symbol = self._symbol_at(rep.vaddr)
         f, r, b, s = self.index.lookup_one(rep.vaddr, to=to)
         rep.status = STATUS_NAMES[s]
@@ -127,6 +137,8 @@ class Lookuper:
             rep.block_end = rep.block_start + int(bm.block_size[b])
         if explain:
             rep.explain = self.index.explain(rep.vaddr, to=to)
+        if self.caveat:
+            rep.note = f"{rep.note}; {self.caveat}" if rep.note else self.caveat
         return rep
 
     def _symbol_at(self, vaddr: int) -> str | None:
@@ -138,6 +150,18 @@ class Lookuper:
             if int(sy.address[j]) <= vaddr < int(sy.address[j]) + int(sy.size[j]):
                 return names[j]
         return None
+
+    def _known_base(self, pid: int | None) -> tuple[int | None, int | None]:
+        """The load base when it is unambiguous (given, or one base in the profile)."""
+        if self.base is not None:
+            return self.base, pid
+        if self.mappings is None:
+            return None, pid
+        ms = [m for m in self.mappings.binary_mappings(pid) if m.base is not None]
+        bases = {m.base for m in ms}
+        pids = {m.pid for m in ms}
+        return (bases.pop(), pids.pop() if len(pids) == 1 else pid) if len(bases) == 1 \
+            else (None, pid)
 
     def _base_for_vma(self, vma: int, pid: int | None) -> tuple[int | None, int | None, str]:
         if self.base is not None:

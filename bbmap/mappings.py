@@ -169,8 +169,9 @@ def flatten_side_records(items: Iterable[SideRecords | SideRecord]) -> list[Side
 def deduce_huge_pages(mmaps: Sequence[MmapRecord]) -> tuple[list[MmapRecord], int]:
     """quipper's ``DeduceHugePages``, per pid, over exec mmaps in record order.
 
-    A run of anonymous executable mappings (or same-file mappings with pgoff 0, which
-    perf renames without fixing pgoff), contiguous in VA and directly followed by a
+    A run of anonymous executable mappings (or same-file, 2 MiB-shaped mappings with
+    pgoff 0, which perf renames without fixing pgoff), contiguous in VA and directly
+    followed by a
     mapping of a file whose ``pgoff >= run length``, is that file: each member gets
     the file's name and ``pgoff = next.pgoff - (next.start - member.start)``.
     Returns the new list and the number of runs rewritten.
@@ -213,8 +214,16 @@ def deduce_huge_pages(mmaps: Sequence[MmapRecord]) -> tuple[list[MmapRecord], in
     return out, runs
 
 
+HUGE_PAGE = 2 << 20
+
+
 def _run_member(m: MmapRecord) -> bool:
-    return m.is_exec and (is_anon_name(m.filename) or m.pgoff == 0)
+    """Anonymous exec memory, or a pgoff-0 file mapping shaped like huge pages (2 MiB)."""
+    if not m.is_exec:
+        return False
+    if is_anon_name(m.filename):
+        return True
+    return m.pgoff == 0 and m.start % HUGE_PAGE == 0 and m.length % HUGE_PAGE == 0
 
 
 def _replace(m: MmapRecord, **kw: Any) -> MmapRecord:
@@ -329,10 +338,9 @@ class ProfileMappings:
             pids = sorted({mp.pid for mp in done if mp.is_binary})
             diags.warn(f"pid {pid} has no mappings in the profile; pids mapping the binary: "
                        f"{pids[:10]}")
-        self = cls(binary, done, dso_names, ev, diags, pid)
         if not ev.binary_mappings:
             diags.warn(ev.explain())
-        return self
+        return cls(binary, done, dso_names, ev, diags, pid)
 
     @classmethod
     def from_perf_data(cls, perf: Any, binary: Any, *, name_override: str | None = None,
@@ -395,17 +403,24 @@ class ProfileMappings:
         use_time = time is not None and bool(np.any(time))
         t = np.asarray(time, np.uint64) if use_time else None
         pid = np.asarray(pid, np.int64)
-        upids, inv = np.unique(pid, return_inverse=True)
-        order = np.argsort(inv, kind="stable")
-        bounds = np.searchsorted(inv[order], np.arange(len(upids) + 1))
-        for k, p in enumerate(upids):
-            layers = self._layers.get(int(p))
+        if n and bool(np.all(pid == pid[0])):  # one process: no grouping needed
+            groups = [(int(pid[0]), None)]
+        else:
+            order = np.argsort(pid, kind="stable")  # group samples by pid
+            sp = pid[order]
+            bounds = np.concatenate([[0], np.flatnonzero(sp[1:] != sp[:-1]) + 1, [n]])
+            groups = [(int(sp[bounds[k]]), order[bounds[k]:bounds[k + 1]])
+                      for k in range(len(bounds) - 1)]
+        for p, sel in groups:
+            layers = self._layers.get(p)
             if not layers:
                 continue
-            sel = order[bounds[k]:bounds[k + 1]]
-            a, s = ip[sel], seq[sel]
-            tt = t[sel] if t is not None else None
-            got = np.full(len(sel), -1, np.int32)
+            if sel is None:
+                a, s, tt = ip, seq, t
+            else:
+                a, s = ip[sel], seq[sel]
+                tt = t[sel] if t is not None else None
+            got = np.full(len(a), -1, np.int32)
             for starts, stops, b_t, b_s, e_t, e_s, ids in layers:
                 j = np.searchsorted(starts, a, side="right") - 1
                 jj = np.maximum(j, 0)
@@ -417,7 +432,10 @@ class ProfileMappings:
                     after, before = s >= b_s[jj], s < e_s[jj]
                 ok &= after & before
                 got[ok] = ids[jj[ok]]
-            out[sel] = got
+            if sel is None:
+                out = got
+            else:
+                out[sel] = got
         return out
 
     def classify(self, batch: SampleBatch | None = None, *, pid: Any = None, ip: Any = None,
@@ -447,7 +465,9 @@ class ProfileMappings:
             other = user & (pid != self.pid)
             where[other] = FILTERED
             user &= ~other
-        if user.any() and self.mappings:
+        if self.mappings and user.all():  # the common case: no masked copies
+            mp = self.find_mappings(pid, ip, seq, None if time is None else np.asarray(time))
+        elif self.mappings and user.any():
             mp[user] = self.find_mappings(pid[user], ip[user], seq[user],
                                           None if time is None else np.asarray(time)[user])
         where[kern] = KERNEL
@@ -459,7 +479,12 @@ class ProfileMappings:
         dso = np.where(hit & ~inbin, self._dso[mpi] if len(self.mappings) else -1, -1)
         vaddr = np.zeros(n, np.uint64)
         offset = np.zeros(n, np.uint64)
-        if inbin.any():
+        if inbin.all():  # whole batch in the binary: no gathers through an index list
+            off = mapping_vma_to_offset_array(ip, self._start[mp], self._pgoff[mp])
+            va, found = self.segment_table.offset_to_vaddr(off)
+            vaddr = va if found.all() else np.where(found, va, ip - self._base[mp])
+            offset = off
+        elif inbin.any():
             k = np.flatnonzero(inbin)
             m = mp[k]
             off = mapping_vma_to_offset_array(ip[k], self._start[m], self._pgoff[m])

@@ -10,7 +10,7 @@
    blocks) with ``bbmap.perf.writer.PerfWriter`` and run ``bbmap annotate`` on it in a
    subprocess, reporting wall time and peak RSS (limit: 1 GB).
 
-    python bench/bench_annotate.py [--workdir /tmp/bbmap-bench] [--functions 20000]
+    python bench/bench_annotate.py [--workdir /tmp/bbmap-bench-annotate] [--functions 20000]
                                    [--lbr-gb 1.0] [--skip-ip] [--skip-lbr]
 
 Inputs are cached in the work directory (delete it to regenerate).
@@ -220,7 +220,7 @@ def bench_lbr(d: str, exe: str, gbytes: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workdir", default="/tmp/bbmap-bench")
+    ap.add_argument("--workdir", default="/tmp/bbmap-bench-annotate")
     ap.add_argument("--functions", type=int, default=20000)
     ap.add_argument("--samples", type=int, default=500_000)
     ap.add_argument("--rounds", type=int, default=2)

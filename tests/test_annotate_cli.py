@@ -141,3 +141,23 @@ def test_bad_inputs_one_line_errors(tmp_path):
     assert code == 3 and "Traceback" not in out
     code, out, _ = run(str(junk))
     assert code == 3 and "need at least one perf.data" in out
+
+
+@have_corpus
+def test_swapped_arguments_and_truncated_profile(tmp_path):
+    code, out, _ = run(BIN, PROF)
+    assert code == 3 and "last argument must be the binary" in out
+    cut = tmp_path / "cut.data"
+    from pathlib import Path
+
+    raw = Path(PROF).read_bytes()
+    cut.write_bytes(raw[: len(raw) // 2])
+    code, out, _ = run(str(cut), BIN, "--format", "json")
+    assert "Traceback" not in out
+    # half a profile: whatever was read is reported, the damage is named, and the exit
+    # status says the output is incomplete when the reader flagged an error
+    doc = json.loads(out[: out.rindex("}") + 1])
+    assert doc["totals"]["samples"] > 0
+    assert doc["warnings"]
+    assert code == 1
+    assert any("damaged" in w["message"] for w in doc["warnings"] if w["severity"] == "error")

@@ -61,7 +61,7 @@ class FakeSpace:
 
     dso_names = ["/usr/lib/libc.so.6"]
 
-    def classify(self, addr, pid, seq, cpumode):
+    def classify(self, addr, pid, seq, cpumode, time=None):
         addr = np.asarray(addr, np.uint64)
         where = np.full(len(addr), UNMAPPED, np.int8)
         va = addr - np.uint64(BASE)

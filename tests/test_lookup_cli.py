@@ -69,6 +69,11 @@ def test_vma_through_profile_matches_perf_script():
     base = reps[0]["base"]
     r = run("--vma", "--base", hex(base), str(LLD), addrs[0], "--json")
     assert json.loads(r.output)[0]["vaddr"] == reps[0]["vaddr"]
+    # and back: an ELF vaddr (or file offset) gets its VMA from the profile's one base
+    for mode, val in (("--vaddr", reps[0]["vaddr"]), ("--offset", reps[0]["offset"])):
+        back = json.loads(run(mode, "--perf-data", str(PROFILE / "perf.data"), str(LLD),
+                              hex(val), "--json").output)[0]
+        assert back["vma"] == reps[0]["vma"] and back["function"] == reps[0]["function"]
     r = run("--vma", "--perf-data", str(PROFILE / "perf.data"), "--pid", "1", str(LLD),
             addrs[0])
     assert r.exit_code == 1 and "no executable mapping" in r.output
@@ -78,7 +83,7 @@ def test_vma_through_profile_matches_perf_script():
 def test_errors_are_one_line(tmp_path):
     for args, msg in [((str(LLD), "zz"), "not an address"),
                       ((str(LLD), "--vma", "0x10"), "--perf-data"),
-                      ((str(LLD), "--pid", "3", "0x10"), "only apply with --vma"),
+                      ((str(LLD), "--pid", "3", "0x10"), "--pid needs --perf-data"),
                       ((str(tmp_path / "missing"), "0x10"), "")]:
         r = CliRunner().invoke(main, ["lookup", *args])
         assert r.exit_code == 3, (args, r.output)

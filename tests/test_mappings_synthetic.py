@@ -147,6 +147,16 @@ def test_huge_page_deduction_quipper_rule():
     assert list(c.where) == [IN_BINARY, OTHER_DSO]
     # file offset 0x1000 + 0xb90 lies in RX (0xb80..): vaddr = off - 0xb80 + 0x1b80
     assert int(c.offset[0]) == 0x1B90 and int(c.vaddr[0]) == 0x2B90
+    # perf renamed the huge page to the file but left pgoff 0: same deduction
+    renamed = [mmap(1, 9, 0x600000, 0x200000, 0, "/build/out/layout.pie"),
+               mmap(2, 9, 0x800000, 0x1000, 0x201000, "/build/out/layout.pie")]
+    out, runs = deduce_huge_pages(renamed)
+    assert runs == 1 and out[0].pgoff == 0x1000
+    # an ordinary small pgoff-0 text mapping next to another exec mapping of the same file
+    # (BOLT's second text segment) is not a huge page
+    plain = [mmap(1, 9, 0x401000, 0x2000, 0, "/build/out/layout.pie"),
+             mmap(2, 9, 0x403000, 0x1000, 0x200000, "/build/out/layout.pie")]
+    assert deduce_huge_pages(plain)[1] == 0
     # a run whose follower has too small a pgoff is left alone
     bad = [mmap(1, 9, 0x600000, 0x200000, 0, "//anon"),
            mmap(2, 9, 0x800000, 0x1000, 0x1000, "/build/out/layout.pie")]
@@ -166,8 +176,13 @@ def scenarios(draw):
     for _ in range(draw(st.integers(1, 12))):
         seq += draw(st.integers(1, 3))
         pid = draw(st.integers(1, 3))
-        if draw(st.integers(0, 5)) == 0:
+        kind = draw(st.integers(0, 7))
+        if kind == 0:
             recs.append(CommRecord(seq=seq, time=0, pid=pid, tid=pid, comm="x", is_exec=True))
+            continue
+        if kind == 1:
+            parent = draw(st.integers(1, 3))
+            recs.append(ForkRecord(seq=seq, time=0, pid=pid, ppid=parent, tid=pid, ptid=parent))
             continue
         start = draw(st.integers(0, 15)) * 0x1000
         length = draw(st.integers(1, 4)) * 0x1000
@@ -179,18 +194,19 @@ def scenarios(draw):
 
 
 def brute(recs, pid, ip, seq):
-    """Replay the records up to ``seq`` for ``pid``; the newest mapping covering ip wins."""
-    live = []
+    """Replay every record up to ``seq``; in ``pid``'s list the newest covering mapping wins."""
+    live: dict[int, list] = {}
     for r in sorted(recs, key=lambda r: r.seq):
         if r.seq > seq:
             break
-        if r.pid != pid:
-            continue
         if isinstance(r, CommRecord):
-            live = []
+            live[r.pid] = []
+        elif isinstance(r, ForkRecord):
+            if r.pid != r.ppid:
+                live[r.pid] = list(live.get(r.ppid, []))
         else:
-            live.append(r)
-    for m in reversed(live):
+            live.setdefault(r.pid, []).append(r)
+    for m in reversed(live.get(pid, [])):
         if m.start <= ip < m.start + m.length:
             return m
     return None

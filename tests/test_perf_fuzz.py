@@ -187,8 +187,8 @@ def test_not_perf_data(tmp_path, content):
         PerfData(path)
 
 
-def _compressed_split_file(tmp_path: Path, split_at: list[int], frames: bool = False
-                           ) -> tuple[Path, int]:
+def _compressed_split_file(tmp_path: Path, split_at: list[int], frames: bool = False,
+                           v2: bool = False) -> tuple[Path, int]:
     """A file whose inner records are split across COMPRESSED records at ``split_at``.
 
     ``frames``: split the uncompressed stream and compress each piece as its own frame
@@ -204,16 +204,21 @@ def _compressed_split_file(tmp_path: Path, split_at: list[int], frames: bool = F
     size = int.from_bytes(raw[48:56], "little")
     inner = raw[start:start + size]
     cctx = zstandard.ZstdCompressor()
+
+    def record(payload: bytes) -> bytes:
+        if v2:
+            return fmt.compressed2_record(payload)
+        return fmt.build_record(fmt.REC_COMPRESSED, payload)
+
     if frames:
         cuts = sorted({0, len(inner), *[c % len(inner) for c in split_at]})
-        recs = b"".join(fmt.build_record(fmt.REC_COMPRESSED, cctx.compress(inner[a:b]))
+        recs = b"".join(record(cctx.compress(inner[a:b]))
                         for a, b in zip(cuts, cuts[1:]) if b > a)
     else:
         # split one frame's bytes anywhere: records and frame bytes both straddle records
         frame = cctx.compress(inner)
         cuts = sorted({0, len(frame), *[c % len(frame) for c in split_at]})
-        recs = b"".join(fmt.build_record(fmt.REC_COMPRESSED, frame[a:b])
-                        for a, b in zip(cuts, cuts[1:]) if b > a)
+        recs = b"".join(record(frame[a:b]) for a, b in zip(cuts, cuts[1:]) if b > a)
     # header: same attrs, new data section, COMPRESSED feature announced
     out = tmp_path / "split.data"
     head = bytearray(raw[:start])
@@ -231,14 +236,17 @@ def _compressed_split_file(tmp_path: Path, split_at: list[int], frames: bool = F
 
 @settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(split_at=st.lists(st.integers(0, 10**6), max_size=6), frames=st.booleans())
-def test_records_spanning_compressed_records(tmp_path, split_at, frames):
-    path, n = _compressed_split_file(tmp_path, split_at, frames)
+@given(split_at=st.lists(st.integers(0, 10**6), max_size=6), frames=st.booleans(),
+       v2=st.booleans())
+def test_records_spanning_compressed_records(tmp_path, split_at, frames, v2):
+    """COMPRESSED and COMPRESSED2 (data_size + padding) both inflate in one stream."""
+    path, n = _compressed_split_file(tmp_path, split_at, frames, v2)
     p = PerfData(path)
     rows, _ = oracle.bbmap_samples(p)
     assert [r[3] for r in rows] == [0x2000 + k for k in range(n)]
     assert [r[2] for r in rows] == list(range(1, n + 1))
     assert p.record_counts["SAMPLE"] == n
+    assert p.record_counts["COMPRESSED2" if v2 else "COMPRESSED"] >= 1
     assert not list(p.diagnostics)
 
 
@@ -251,3 +259,29 @@ def test_perf_agrees_on_split_compressed_records(tmp_path):
     rows, _ = oracle.bbmap_samples(p)
     assert oracle.same_multiset(oracle.script_samples(str(path)), rows)
     assert oracle.report_d_stats(str(path)) == p.record_counts
+
+
+def test_zstd_bomb_is_an_error_not_a_memory_blowup(tmp_path):
+    plain = tmp_path / "p.data"
+    with PerfWriter(plain) as w:
+        w.add_sample(0x1000, 1, 1)
+    raw = plain.read_bytes()
+    start = int.from_bytes(raw[40:48], "little")
+    frame = zstandard.ZstdCompressor(level=1).compress(bytes(256 << 20))
+    assert len(frame) < 0xFFFF - 8
+    rec = fmt.build_record(fmt.REC_COMPRESSED, frame)
+    head = bytearray(raw[:start])
+    head[48:56] = len(rec).to_bytes(8, "little")
+    head[72:104] = bytes(32)
+    path = tmp_path / "bomb.data"
+    path.write_bytes(bytes(head) + rec)
+    tracemalloc.start()
+    try:
+        p = PerfData(path)
+        assert sum(len(b) for b in p.samples()) == 0
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert p.diagnostics.has_errors
+    assert any("exceeds" in str(d) and f"offset {start:#x}" in str(d) for d in p.diagnostics)
+    assert peak < 200 << 20

@@ -218,7 +218,7 @@ def test_instruction_boundaries(tmp_path):
                 blk.size -= 1
     out = tmp_path / "m.pie"
     mutate.rewrite_map(src, out, edit)
-    expect_only(out, "instruction-boundaries", r["func"], None)
+    expect_only(out, "instruction-boundaries", r["func"], r["id"])
     rep = verify(out)
     assert {f.block_id for f in rep.findings} <= {r["id"], nxt["id"]}
 
@@ -236,6 +236,7 @@ def test_coverage_gap_inside_function(tmp_path):
                                             size=lambda b: b.size - n))
     expect_only(out, "coverage", r["func"], None)
     rep = verify(out)
+    assert f"after block {rows[r['b'] - 1]['id']}" in rep.format()
     assert rep.coverage is not None and rep.coverage.exact
     assert f"{r['start']:#x}" in rep.format()
 
@@ -265,7 +266,9 @@ def test_block_bounds_symbol_size(tmp_path):
     i = syms.names.index(name)
     out = tmp_path / "m.pie"
     mutate.patch_symbol(src, out, name, size=int(syms.size[i]) - 1)
-    expect_only(out, "block-bounds", name, None)
+    end = int(syms.address[i]) + int(syms.size[i])
+    last = [r for r in survey(src) if r["func"] == name and r["end"] == end]
+    expect_only(out, "block-bounds", name, last[-1]["id"])
 
 
 def test_function_symbol_moved(tmp_path):

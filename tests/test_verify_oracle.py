@@ -95,3 +95,86 @@ def test_sweep_matches_objdump(name):
         assert int(li.kind[b]) == objdump_kind(mnem, ops), (hex(a), mnem, ops, li.text(b))
         checked += 1
     assert checked > 0
+
+
+CLANG = shutil.which("clang-22")
+TAILS = """
+__attribute__((noinline)) long fa(long x) { return x * 3 + 1; }
+__attribute__((noinline)) long fb(long x) { return x * 5 + 2; }
+long ct(long x, long y) { if (x) return fa(y); return fb(y); }
+long ct2(long x, long y) { if (x > 10) return fa(y + x); if (y < 3) return fb(x); return x ^ y; }
+void stop(void) __attribute__((noreturn));
+long nr(long x) { if (x == 7) stop(); return x + 1; }
+long (*tbl[4])(long) = {fa, fb, fa, fb};
+long ind(long x) { return tbl[x & 3](x); }
+long comp(int op, long a) {
+  static void *t[] = {&&l0, &&l1, &&l2}; goto *t[op % 3];
+  l0: return a + 1; l1: return a * 2; l2: return a - 3; }
+int sw(int x) { switch (x & 7) { case 0: return 4; case 1: return x; case 2: return x * 9;
+  case 3: return fa(x); case 4: return -x; case 5: return 77; default: return 0; } }
+"""
+
+
+@pytest.mark.skipif(CLANG is None, reason="clang-22 not installed")
+@pytest.mark.parametrize("flags", [
+    ["-m64", "-O2"], ["-m64", "-Os"], ["-m32", "-O2"],
+    ["-m32", "-O2", "-ffunction-sections", "-fbasic-block-sections=all"],
+    ["-m64", "-O2", "-mllvm", "-pgo-analysis-map=all", "-mllvm", "-emit-bb-hash"]],
+    ids=["x86-64", "x86-64-Os", "i386", "i386-all-sections", "x86-64-pgo-hash"])
+def test_fresh_clang_objects_verify_clean(tmp_path, flags):
+    """Objects clang-22 emits now (i386 REL relocations, conditional tail calls) pass."""
+    src = tmp_path / "t.c"
+    src.write_text(TAILS)
+    obj = tmp_path / "t.o"
+    subprocess.run([CLANG, *flags, "-fbasic-block-address-map", "-c", str(src), "-o",
+                    str(obj)], check=True)
+    from bbmap.verify.api import verify
+
+    rep = verify(obj)
+    assert rep.ok, rep.format()
+    assert rep.stats["instructions"] > 0 and rep.stats["blocks"] > 10
+
+
+@pytest.mark.skipif(CLANG is None, reason="clang-22 not installed")
+def test_other_machines_run_the_map_checks(tmp_path):
+    """AArch64: map checks and coverage run; instruction checks say why they cannot."""
+    src = tmp_path / "t.c"
+    src.write_text(TAILS)
+    obj = tmp_path / "a64.o"
+    subprocess.run([CLANG, "--target=aarch64-linux-gnu", "-O2", "-fbasic-block-address-map",
+                    "-c", str(src), "-o", str(obj)], check=True)
+    from bbmap.verify.api import verify
+
+    rep = verify(obj)
+    assert rep.ok and "md-return" in rep.skipped and "AARCH64" in rep.skipped["md-return"]
+    assert "block-bounds" not in rep.skipped and rep.coverage.exact
+    assert "10 of 15 checks run" in rep.format()
+    assert not verify(obj, ["md-return"]).ok  # asked for explicitly: not a pass
+
+
+EH = """
+#include <stdexcept>
+int parse(char c) { if (c < '0' || c > '9') throw std::invalid_argument("digit"); return c - '0'; }
+int sum(const char *s, int *bad) {
+  int t = 0;
+  for (; *s; ++s) { try { t += parse(*s); } catch (const std::invalid_argument &) { ++*bad; } }
+  return t;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("clang++-22") is None, reason="clang++-22 not installed")
+@pytest.mark.parametrize("kind", ["obj", "so"])
+def test_eh_with_all_sections_verifies_clean(tmp_path, kind):
+    """Every block in its own section: .__part.N, .eh and empty (size 0) parts."""
+    src = tmp_path / "eh.cpp"
+    src.write_text(EH)
+    out = tmp_path / ("eh.o" if kind == "obj" else "eh.so")
+    extra = ["-c"] if kind == "obj" else ["-shared", "-fPIC"]
+    subprocess.run(["clang++-22", "-O2", "-fbasic-block-address-map",
+                    "-fbasic-block-sections=all", *extra, str(src), "-o", str(out)], check=True)
+    from bbmap.verify.api import verify
+
+    rep = verify(out)
+    assert rep.ok, rep.format()
+    assert rep.stats["ranges"] > rep.stats["functions"]

@@ -228,3 +228,27 @@ def test_cli_bad_input_is_one_line(tmp_path):
     notelf.write_text("hello world, not an ELF file\n")
     r = CliRunner().invoke(main, ["verify", str(notelf)])
     assert r.exit_code == 3 and "not an ELF" in r.output
+    r = CliRunner().invoke(main, ["verify", str(notelf), str(src)])  # the good one still reports
+    assert r.exit_code == 3 and "not an ELF" in r.output and "OK" in r.output
+
+
+def test_fixture_in_a_real_pytest_run(tmp_path):
+    """A compiler test suite gets the fixture from the entry point and a readable failure."""
+    import subprocess
+    import sys
+
+    good = corpus_bin("c22-addrmap-pie")
+    bad = tmp_path / "bad.pie"
+    mutate.patch_symbol(good, bad, "lay_scan", size=1)
+    test = tmp_path / "test_compiler.py"
+    test.write_text(
+        "def test_good(bb_map_verifier):\n"
+        f"    bb_map_verifier({str(good)!r})\n"
+        "def test_bad(bb_map_verifier):\n"
+        f"    bb_map_verifier({str(bad)!r})\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        str(test)], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 failed, 1 passed" in r.stdout
+    assert "block-bounds" in r.stdout and "function lay_scan" in r.stdout
+    assert "Traceback" not in r.stdout

@@ -34,11 +34,13 @@ class Annotator:
 
     def __init__(self, block_map: BlockMap, symbols: FunctionSymbols | None, *,
                  demangle: bool = True, drop_duplicate_newest: bool = True,
-                 sections: list | None = None) -> None:
+                 sections: list | None = None, _tables: tuple | None = None) -> None:
         self.block_map = block_map
-        self.functions = FunctionTable.build(symbols, block_map, demangle=demangle,
-                                             sections=sections)
-        self.geom = BlockGeometry.of(block_map)
+        self.drop_duplicate_newest = drop_duplicate_newest
+        if _tables is None:
+            _tables = (FunctionTable.build(symbols, block_map, demangle=demangle,
+                                           sections=sections), BlockGeometry.of(block_map))
+        self.functions, self.geom = _tables
         self.acct = Accounting()
         self.samples = SampleAggregator(block_map.num_blocks, self.functions, self.acct)
         self.branches = BranchAggregator(self.geom, self.acct,
@@ -47,7 +49,8 @@ class Annotator:
 
     def add_batch(self, batch: SampleBatch, resolver: Resolver) -> None:
         if len(batch):
-            r = resolver.resolve(batch.ip, batch.pid, batch.seq, batch.cpumode, None)
+            r = resolver.resolve(batch.ip, batch.pid, batch.seq, batch.cpumode, None,
+                                 batch.time)
             self.samples.add(r, batch.period, resolver.dso_names)
             nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
             if len(nb):
@@ -65,8 +68,24 @@ class Annotator:
                 lo, hi = int(ptr[i]), int(ptr[j])
                 self.branches.add(ptr[i:j + 1] - lo, batch.br_from[lo:hi], batch.br_to[lo:hi],
                                   batch.br_flags[lo:hi], batch.pid[i:j], batch.seq[i:j],
-                                  resolver)
+                                  resolver, batch.time[i:j])
                 i = j
+
+    def fresh(self) -> Annotator:
+        """An empty annotator sharing this one's tables (to aggregate one profile apart)."""
+        return Annotator(self.block_map, None, drop_duplicate_newest=self.drop_duplicate_newest,
+                         _tables=(self.functions, self.geom))
+
+    def merge(self, other: Annotator) -> None:
+        """Add the counts of an annotator made by :meth:`fresh`."""
+        self.acct.merge(other.acct)
+        s, o = self.samples, other.samples
+        s.block_samples += o.block_samples
+        s.block_period += o.block_period
+        s.func_samples += o.func_samples
+        s.func_period += o.func_period
+        self.branches.merge(other.branches)
+        self.no_block_funcs += other.no_block_funcs
 
     def hot_no_block(self, n: int = 5) -> list[tuple[str, int]]:
         top = np.argsort(-self.no_block_funcs, kind="stable")[:n]

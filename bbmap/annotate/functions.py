@@ -24,7 +24,8 @@ class FunctionTable:
     address: list[int] = field(default_factory=list)  # lowest address of the parent
     key_of_symbol: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     key_of_bmfunc: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
-    bmfuncs: list[list[int]] = field(default_factory=list)  # block-map functions per key
+    _bm_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    _bm_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     sym_address: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     sym_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
 
@@ -36,40 +37,35 @@ class FunctionTable:
     def build(cls, symbols: FunctionSymbols | None, block_map: BlockMap,
               *, demangle: bool = True, sections: list | None = None) -> FunctionTable:
         """``sections`` (``Binary.sections``) bounds zero-size symbols to their section,
-        so ``_init`` does not swallow the PLT that follows it."""
+        so ``_init`` does not swallow the PLT that follows it.  One pass of list
+        comprehensions and dict lookups per symbol; no per-sample work."""
         t = cls()
-        index: dict[str, int] = {}
-
-        def key_for(raw: str, display: str | None, addr: int) -> int:
-            k = index.get(raw)
-            if k is None:
-                k = index[raw] = len(t.names)
-                t.names.append(display or raw)
-                t.raw_names.append(raw)
-                t.address.append(addr)
-                t.bmfuncs.append([])
-            elif addr < t.address[k]:
-                t.address[k] = addr
-            return k
-
         nsym = len(symbols) if symbols is not None else 0
         key_of_symbol = np.full(nsym, -1, np.int32)
+        index: dict[str, int] = {}
         if nsym:
             names = symbols.names
             display = symbols.display if (demangle and len(symbols.display) == nsym) else names
-            # display name of a parent = display of the symbol named exactly like the parent
-            display_of = {n: d for n, d in zip(names, display)}
             addrs = symbols.address.tolist()
-            sizes = symbols.size.tolist()
-            first_at: dict[tuple[int, int], int] = {}
-            for i in range(nsym):
-                alias = first_at.setdefault((addrs[i], sizes[i]), i)
-                if alias != i:
-                    key_of_symbol[i] = key_of_symbol[alias]
-                    continue
-                raw = parent_name(names[i])
-                key_of_symbol[i] = key_for(raw, display_of.get(raw, raw if raw != names[i]
-                                                                else display[i]), addrs[i])
+            first: dict[tuple[int, int], int] = {}
+            alias = [first.setdefault(k, i) for i, k in
+                     enumerate(zip(addrs, symbols.size.tolist()))]
+            raw = [parent_name(n) if "." in n else n for n in names]
+            # one key per parent name, in address order (symbols are sorted by address, so
+            # the first symbol of a key holds its lowest address)
+            canon = [i for i in range(nsym) if alias[i] == i]
+            for i in canon:
+                r = raw[i]
+                if r not in index:
+                    index[r] = len(t.names)
+                    t.raw_names.append(r)
+                    t.address.append(addrs[i])
+                    t.names.append(display[i] if r == names[i] else r)
+            display_of = {n: d for n, d in zip(names, display) if n in index}
+            for r, k in index.items():  # a part seen before its parent: show the parent
+                if r in display_of:
+                    t.names[k] = display_of[r]
+            key_of_symbol[:] = [index[raw[alias[i]]] for i in range(nsym)]
             t.sym_address = symbols.address.astype(np.uint64)
             t.sym_end = _symbol_ends(t.sym_address, symbols.size.astype(np.uint64),
                                      symbols.section, sections)
@@ -79,18 +75,29 @@ class FunctionTable:
         key_of_bmfunc = np.full(nf, -1, np.int32)
         if nf:
             sym = t.symbol_at(block_map.func_address.astype(np.uint64))
-            for f in range(nf):
-                s = int(sym[f])
-                if s >= 0:
-                    k = int(key_of_symbol[s])
-                else:
-                    nm = block_map.func_name[f] if f < len(block_map.func_name) else None
-                    raw = parent_name(nm) if nm else f"fn@{int(block_map.func_address[f]):#x}"
-                    k = key_for(raw, raw, int(block_map.func_address[f]))
+            has = sym >= 0
+            key_of_bmfunc[has] = key_of_symbol[sym[has]]
+            for f in np.flatnonzero(~has).tolist():  # map-only functions (stripped binary)
+                nm = block_map.func_name[f] if f < len(block_map.func_name) else None
+                addr = int(block_map.func_address[f])
+                r = parent_name(nm) if nm else f"fn@{addr:#x}"
+                k = index.get(r)
+                if k is None:
+                    k = index[r] = len(t.names)
+                    t.names.append(r)
+                    t.raw_names.append(r)
+                    t.address.append(addr)
                 key_of_bmfunc[f] = k
-                t.bmfuncs[k].append(f)
         t.key_of_bmfunc = key_of_bmfunc
+        order = np.argsort(key_of_bmfunc, kind="stable")
+        t._bm_order = order
+        t._bm_ptr = np.searchsorted(key_of_bmfunc[order], np.arange(len(t.names) + 1))
         return t
+
+    @property
+    def bmfuncs(self) -> _BmFuncs:
+        """Block-map functions of each key (``bmfuncs[k]`` is a list, usually of one)."""
+        return _BmFuncs(self)
 
     def symbol_at(self, vaddr: np.ndarray) -> np.ndarray:
         """Index of the sized symbol containing each address, or -1 (vectorized)."""
@@ -131,3 +138,14 @@ def _symbol_ends(addr: np.ndarray, size: np.ndarray, section: np.ndarray | None 
             nxt = np.minimum(nxt, np.maximum(sec_end, addr[zero]))
         end[zero] = nxt
     return end
+
+
+class _BmFuncs:
+    def __init__(self, t: FunctionTable) -> None:
+        self._t = t
+
+    def __getitem__(self, k: int) -> list[int]:
+        t = self._t
+        if k + 1 >= len(t._bm_ptr):
+            return []
+        return t._bm_order[t._bm_ptr[k]:t._bm_ptr[k + 1]].tolist()

@@ -101,8 +101,8 @@ class BranchAggregator:
 
     # ---------------------------------------------------------------- batch
     def add(self, br_ptr: np.ndarray, br_from: np.ndarray, br_to: np.ndarray,
-            br_flags: np.ndarray, pid: np.ndarray, seq: np.ndarray, resolver: Resolver
-            ) -> None:
+            br_flags: np.ndarray, pid: np.ndarray, seq: np.ndarray, resolver: Resolver,
+            time: np.ndarray | None = None) -> None:
         n_ent = len(br_from)
         if n_ent == 0:
             return
@@ -135,8 +135,9 @@ class BranchAggregator:
         ksample = sample_of[kidx]
         epid = pid[ksample] if len(pid) else np.zeros(len(kidx), np.int32)
         eseq = seq[ksample] if len(seq) else np.zeros(len(kidx), np.int64)
-        rf = resolver.resolve(src, epid, eseq, None, "from")
-        rt = resolver.resolve(dst, epid, eseq, None, "to")
+        etime = time[ksample] if time is not None and len(time) else None
+        rf = resolver.resolve(src, epid, eseq, None, "from", etime)
+        rt = resolver.resolve(dst, epid, eseq, None, "to", etime)
         names = resolver.dso_names
 
         # ---- taken branches: one bucket each
@@ -235,6 +236,23 @@ class BranchAggregator:
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else keys
         self._edge_keys = keys[starts]
         self._edge_counts = np.add.reduceat(cnts, starts) if len(keys) else cnts
+
+    def merge(self, other: BranchAggregator) -> None:
+        """Add another aggregator's counts (same geometry); accounting is merged apart."""
+        self._cover += other._cover
+        self._ft += other._ft
+        other._fold()
+        self._pending.append((other._edge_keys, other._edge_counts))
+        self._pending_n += len(other._edge_keys)
+        self._fold()
+        self.samples_with_stack += other.samples_with_stack
+        d = other.stack_depths
+        if len(d) > len(self.stack_depths):
+            d = d.copy()
+            d[: len(self.stack_depths)] += self.stack_depths
+            self.stack_depths = d
+        else:
+            self.stack_depths[: len(d)] += d
 
     # -------------------------------------------------------------- results
     def block_counts(self) -> np.ndarray:

@@ -1,10 +1,13 @@
 """One perf.data file through the mapping layer into an :class:`Annotator`, in one pass.
 
-``ProfileMappings`` is built from side records; rather than reading the file twice (once
-for mmaps, once for samples) the mappings are rebuilt from the side records seen so far
-whenever new ones arrived before a sample batch.  A sample is only ever classified
-against mappings that began before it, so this equals the two-pass answer, and a
-single-process profile (mmaps first) rebuilds once.
+``ProfileMappings`` is built from side records, but perf writes per-CPU buffers in
+rounds, so a sample can come (in file order) before the mmap/exec/fork record that
+precedes it in time.  Rather than always reading the file twice (mmaps first, then
+samples), the mappings are rebuilt from the side records seen so far before each group
+of sample batches, and the first HOLD_BACK samples are held until the start-up churn of
+records has passed.  If a record that moves mappings still arrives older than a sample
+already classified, the file is aggregated again with the complete mappings (a second
+pass), so the answer always equals the two-pass one.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from bbmap.annotate.explain import Evidence
 from bbmap.annotate.resolve import IndexResolver
 from bbmap.annotate.result import ProfileInfo
 from bbmap.errors import Diagnostic
-from bbmap.perf.records import SampleBatch, SideRecords
+from bbmap.perf.records import CommRecord, ForkRecord, MmapRecord, SampleBatch, SideRecords
+
+HOLD_BACK = 1 << 17  # samples + branch entries held before the first classification
 
 
 class MappingsSpace:
@@ -40,8 +45,8 @@ class MappingsSpace:
     def dso_names(self) -> list[str]:
         return self.pm.dso_names
 
-    def classify(self, addr, pid, seq, cpumode):  # noqa: ANN001, ANN201
-        c = self.pm.classify(pid=pid, ip=addr, seq=seq, cpumode=cpumode)
+    def classify(self, addr, pid, seq, cpumode, time=None):  # noqa: ANN001, ANN201
+        c = self.pm.classify(pid=pid, ip=addr, seq=seq, cpumode=cpumode, time=time)
         return self._code[c.where], c.vaddr, c.dso
 
 
@@ -50,35 +55,19 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
                  pid: int | None = None, chunk_samples: int = 65536,
                  progress: Callable[[int], None] | None = None) -> ProfileInfo:
     """Stream ``path`` into ``ann``; add evidence and diagnostics; describe the profile."""
-    from bbmap.mappings import ProfileMappings
     from bbmap.perf import PerfData
 
     perf = PerfData(path)
-    side: list = []
-    built_at = -1
-    pm = None
-    resolver = None
-    samples = branches = 0
-    nmap = ann.block_map.num_functions
-    for item in perf.stream(chunk_samples):
-        if isinstance(item, SideRecords):
-            side.extend(item.records)
-            continue
-        if not isinstance(item, SampleBatch) or not len(item):
-            continue
-        if pm is None or built_at != len(side):
-            pm = ProfileMappings.from_perf(side, binary, build_ids=perf.build_ids,
-                                           name_override=name_override, pid=pid)
-            built_at = len(side)
-            resolver = IndexResolver(MappingsSpace(pm), index, nmap)
-        ann.add_batch(item, resolver)
-        samples += len(item)
-        branches += len(item.br_from)
-        if progress is not None:
-            progress(samples)
-    if pm is None or built_at != len(side):
-        pm = ProfileMappings.from_perf(side, binary, build_ids=perf.build_ids,
-                                       name_override=name_override, pid=pid)
+    sub = ann.fresh()
+    pm, side, reread, samples, branches = _pass(perf, binary, index, sub, None, name_override,
+                                                pid, chunk_samples, progress)
+    if reread:
+        # side records arrived (in file order) after samples they precede in time: perf
+        # writes per-CPU buffers in rounds.  Aggregate again with the complete mappings.
+        sub = ann.fresh()
+        pm, _, _, samples, branches = _pass(PerfData(path), binary, index, sub, pm,
+                                            name_override, pid, chunk_samples, progress)
+    ann.merge(sub)
     ev = pm.evidence
     for fn, bid in ev.build_ids_seen.items():
         evidence.profile_build_ids.append((fn, bid))
@@ -87,6 +76,10 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
         evidence.mapping_notes.append(f"{path}: {ev.explain()}")
     for d in perf.diagnostics:
         warnings.append(d)
+    if getattr(perf, "trust_end", None) is not None:
+        warnings.append(Diagnostic(
+            f"the profile is damaged: the counts cover only the {samples} samples before "
+            f"offset {perf.trust_end:#x}", file=path, severity="error"))
     for d in pm.diagnostics:
         if d.severity == "error" or ev.binary_mappings:
             warnings.append(d)
@@ -94,9 +87,82 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
         warnings.append(Diagnostic(f"the kernel lost {perf.lost} events and "
                                    f"{perf.lost_samples} samples while recording",
                                    file=path))
+    if len(perf.attrs) > 1:
+        warnings.append(Diagnostic(
+            f"{len(perf.attrs)} events ({', '.join(a.name for a in perf.attrs)}) are counted "
+            "together; record one event to keep their counts apart", file=path))
     base = os.path.basename(os.fspath(binary.path))
     own = [b for f, b in ev.build_ids_seen.items() if os.path.basename(f) == base]
     return ProfileInfo(path=path, mode=perf.mode,
                        events=[a.name for a in perf.attrs], samples=samples,
                        branches=branches, build_id=own[0] if own else None,
                        binary_mmaps=ev.binary_mappings)
+
+
+def _pass(perf, binary, index, ann, final, name_override, pid, chunk_samples,  # noqa: ANN001
+          progress):  # noqa: ANN001, ANN202
+    """One streaming pass.  Without ``final`` mappings they are (re)built from the side
+    records seen so far whenever new ones arrived; sample batches are held back up to
+    HOLD_BACK samples (or branch entries) so the churn of records at process start is
+    absorbed.  If a record that moves mappings is older (in time) than a sample already
+    classified, the pass reports that a re-read is needed."""
+    from bbmap.mappings import ProfileMappings
+
+    def build(side: list) -> ProfileMappings:
+        return ProfileMappings.from_perf(side, binary, build_ids=perf.build_ids,
+                                         name_override=name_override, pid=pid)
+
+    nmap = ann.block_map.num_functions
+    side: list = []
+    state = {"pm": final, "built_at": -1, "seen": -1, "samples": 0, "branches": 0,
+             "resolver": None if final is None else IndexResolver(MappingsSpace(final), index,
+                                                                  nmap)}
+    pending: list[SampleBatch] = []
+    held = 0
+    reread = False
+
+    def flush() -> None:
+        if not pending:
+            return
+        if final is None and (state["pm"] is None or state["built_at"] != len(side)):
+            state["pm"] = build(side)
+            state["built_at"] = len(side)
+            state["resolver"] = IndexResolver(MappingsSpace(state["pm"]), index, nmap)
+        for b in pending:
+            ann.add_batch(b, state["resolver"])
+            state["samples"] += len(b)
+            state["branches"] += len(b.br_from)
+            state["seen"] = max(state["seen"], int(b.time.max()))
+        pending.clear()
+        if progress is not None:
+            progress(state["samples"])
+
+    for item in perf.stream(chunk_samples):
+        if isinstance(item, SideRecords):
+            if final is None:
+                if state["samples"] and not reread:
+                    reread = any(r.time < state["seen"] for r in item.records
+                                 if _moves_maps(r))
+                side.extend(item.records)
+            continue
+        if not isinstance(item, SampleBatch) or not len(item):
+            continue
+        pending.append(item)
+        held += len(item) + len(item.br_from)
+        if final is not None or held >= HOLD_BACK:
+            flush()
+            held = 0
+    flush()
+    pm = state["pm"]
+    if pm is None or (final is None and state["built_at"] != len(side)):
+        pm = build(side)
+    return pm, side, reread, state["samples"], state["branches"]
+
+
+def _moves_maps(r) -> bool:  # noqa: ANN001
+    """Side records that change which mapping a sample falls in (exec mmaps, exec, fork)."""
+    if isinstance(r, MmapRecord):
+        return r.is_exec
+    if isinstance(r, CommRecord):
+        return r.is_exec
+    return isinstance(r, ForkRecord)

@@ -39,8 +39,10 @@ class Resolver(Protocol):
     dso_names: list[str]
 
     def resolve(self, addr: np.ndarray, pid: np.ndarray, seq: np.ndarray,
-                cpumode: np.ndarray | None, direction: str | None = None) -> Resolved:
-        """Resolve runtime addresses; ``direction`` is None (IP), "from" or "to"."""
+                cpumode: np.ndarray | None, direction: str | None = None,
+                time: np.ndarray | None = None) -> Resolved:
+        """Resolve runtime addresses; ``direction`` is None (IP), "from" or "to"; ``time``
+        (with ``seq``) says which mappings were live."""
         ...
 
 
@@ -56,7 +58,8 @@ class AddressSpace(Protocol):
     dso_names: list[str]
 
     def classify(self, addr: np.ndarray, pid: np.ndarray, seq: np.ndarray,
-                 cpumode: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 cpumode: np.ndarray | None, time: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Return (where, vaddr, dso): where uses OUTSIDE_FUNCTION for "in the binary"."""
         ...
 
@@ -78,14 +81,15 @@ class IndexResolver:
         return self.space.dso_names
 
     def resolve(self, addr: np.ndarray, pid: np.ndarray, seq: np.ndarray,
-                cpumode: np.ndarray | None, direction: str | None = None) -> Resolved:
+                cpumode: np.ndarray | None, direction: str | None = None,
+                time: np.ndarray | None = None) -> Resolved:
         from bbmap import index as ix
 
         n = len(addr)
         out = empty_resolved(n)
         if n == 0:
             return out
-        where, vaddr, dso = self.space.classify(addr, pid, seq, cpumode)
+        where, vaddr, dso = self.space.classify(addr, pid, seq, cpumode, time)
         out.where[:] = where
         out.dso[:] = np.where(where == OTHER_DSO, dso, -1)
         inb = np.flatnonzero(where == OUTSIDE_FUNCTION)

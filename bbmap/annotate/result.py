@@ -77,8 +77,10 @@ class AnnotateResult:
     # ------------------------------------------------------------- helpers
     @property
     def failed(self) -> bool:
-        """True when the output would be wrong or empty (the CLI exits non-zero)."""
-        return self.status == "nothing_mapped"
+        """True when the output would be wrong, incomplete or empty (the CLI exits 1):
+        nothing mapped, or an input had an error (a damaged profile or block map)."""
+        return self.status == "nothing_mapped" or any(d.severity == "error"
+                                                      for d in self.warnings)
 
     def block_flags(self, b: int) -> list[str]:
         md = int(self.block_map.block_md[b])

@@ -46,8 +46,13 @@ def _tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lens = term - starts + 1
     vals = np.zeros(len(term), dtype=np.uint64)
     maxlen = int(lens.max()) if len(lens) else 0
+    if len(term):
+        vals[:] = b[term] & 0x7F  # one-byte tokens: the common case
+        vals[lens > 1] = 0
     for i in range(min(maxlen, MAX_ULEB_BYTES)):
         sel = np.flatnonzero(lens > i)
+        if i == 0:
+            sel = np.flatnonzero(lens > 1)
         byte = (b[starts[sel] + i] & 0x7F).astype(np.uint64)
         vals[sel] |= byte << np.uint64(7 * i)
     bad = (lens > MAX_ULEB_BYTES) | ((lens == MAX_ULEB_BYTES) & (b[term] > 1))
@@ -69,13 +74,17 @@ class _Walker:
         self.T = memoryview(term.astype(np.int64))
         self.V = vals  # patched in place when a token starts after a fixed field
         self.Vm = memoryview(vals)
-        self.cum = np.concatenate([[0], np.cumsum(b < 0x80, dtype=np.int64)])
+        ctype = np.int32 if len(term) < 2**31 - 1 else np.int64
+        self.cum = np.zeros(len(b) + 1, dtype=ctype)
+        np.cumsum(b < 0x80, dtype=ctype, out=self.cum[1:])
         self.cumm = memoryview(self.cum)
         self.ntok = len(term)
         end = "<" if inp.little else ">"
         self.addr = struct.Struct(end + ("Q" if inp.address_size == 8 else "I")).unpack_from
         self.u16 = struct.Struct(end + "H").unpack_from
         self.asz = inp.address_size
+        self._chain: memoryview | None = None
+        self._chain_np: np.ndarray | None = None
         # outputs (one entry per function / range / block / successor)
         self.f_off: list[int] = []
         self.f_ver: list[int] = []
@@ -88,14 +97,22 @@ class _Walker:
         self.r_nblk: list[int] = []  # blocks actually present
         self.r_run: list[tuple[int, int]] = []  # (first token, width) or (-1, 0) explicit
         self.x_ks: list[int] = []  # explicit blocks: first token
-        self.x_ncs: list[int] = []
         self.x_hash: list[int] = []  # byte position of the hash, -1 if none
-        self.x_rng: list[int] = []
         self.p_freq: list[int] = []
         self.p_plf: list[int] = []
         self.p_succ: list[int] = []
         self.p_nsucc: list[int] = []
         self.p_sw: list[int] = []
+
+    def chain(self) -> memoryview:
+        """``next[t]``: the token after a callsite block starting at token ``t``."""
+        if self._chain is None:
+            t = np.arange(self.ntok, dtype=np.int64)
+            ncs = np.full(self.ntok, self.ntok + 1, dtype=np.uint64)
+            ncs[:-2] = np.minimum(self.V[2:], np.uint64(self.ntok + 1))
+            self._chain_np = np.minimum(t + 5 + ncs.astype(np.int64), self.ntok + 1)
+            self._chain = memoryview(self._chain_np)
+        return self._chain
 
     def tok(self, pos: int) -> int:
         """Index of the token starting at byte ``pos`` (patching its value if needed)."""
@@ -144,6 +161,34 @@ class _Walker:
         else:
             v = feat = eff = 0
         T, Vm = self.T, self.Vm
+        if not eff & 0xDF:
+            # the common record: one range of plain or callsite entries, no PGO
+            raw = self.addr(data, pos)[0]
+            self.r_addr_off.append(pos)
+            self.r_raw.append(raw)
+            k = self.tok(pos + self.asz)
+            nb = Vm[k]
+            width = 4 if v >= 2 else 3
+            if self.bad[k] or nb > U32 or nb * (width + (1 if eff else 0)) > n - T[k] - 1:
+                raise _Stop
+            k += 1
+            self.r_nb.append(nb)
+            self.r_nblk.append(nb)
+            if eff:
+                self.r_run.append((k, -1))
+                nx = self.chain()
+                for _b in range(nb):
+                    k = nx[k]
+            else:
+                self.r_run.append((k, width))
+                k += width * nb
+            if k > self.ntok:
+                raise _Stop
+            self.f_ver.append(v)
+            self.f_feat.append(feat)
+            self.f_nr.append(1)
+            self.f_entry_tok.append(-1)
+            return T[k - 1] + 1
         if eff & 0x08:
             k = self.tok(pos)
             nr = Vm[k]
@@ -187,10 +232,20 @@ class _Walker:
                     raise _Stop
                 continue
             self.r_run.append((-1, 0))
-            rng = len(self.r_nb) - 1
             ntok = self.ntok
             cs1 = 1 if cs_on else 0
             pos = T[k - 1] + 1
+            if not hash_on:
+                # callsites only: still pure tokens; hop block to block through the
+                # precomputed chain (the block starts are recovered vectorized later)
+                self.r_run[-1] = (k, -1)
+                nx = self.chain()
+                for _b in range(nb):
+                    k = nx[k]
+                if k > ntok:
+                    raise _Stop
+                pos = T[k - 1] + 1
+                continue
             for _b in range(nb):
                 if k + width + cs1 > ntok:
                     raise _Stop
@@ -198,21 +253,13 @@ class _Walker:
                 if ncs > U32 or k + width + ncs + cs1 > ntok:
                     raise _Stop
                 self.x_ks.append(k)
-                self.x_ncs.append(ncs)
-                self.x_rng.append(rng)
                 k += width + ncs + cs1
-                if hash_on:
-                    hp = T[k - 1] + 1
-                    if hp + 8 > n:
-                        raise _Stop
-                    self.x_hash.append(hp)
-                    k = self.tok(hp + 8) if hp + 8 < n else ntok
-                    pos = hp + 8
-                else:
-                    self.x_hash.append(-1)
-                    pos = T[k - 1] + 1
-            if not hash_on:
-                pos = T[k - 1] + 1
+                hp = T[k - 1] + 1
+                if hp + 8 > n:
+                    raise _Stop
+                self.x_hash.append(hp)
+                k = self.tok(hp + 8) if hp + 8 < n else ntok
+                pos = hp + 8
         entry_tok = -1
         if eff & 0x07:
             k = self.tok(pos)
@@ -296,7 +343,7 @@ def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
     while pos < w.n:
         try:
             nxt = w.function(pos, versioned)
-        except (_Stop, IndexError):
+        except (_Stop, IndexError, struct.error):
             _restore(w, committed)
             stop_at = pos
             break
@@ -350,7 +397,7 @@ def _restore(w: _Walker, committed: tuple[int, int, int]) -> None:
 
 
 _LISTS = (("r_addr_off", "r_raw", "r_nb", "r_nblk", "r_run"),
-          ("x_ks", "x_ncs", "x_hash", "x_rng"),
+          ("x_ks", "x_hash"),
           ("p_freq", "p_plf", "p_succ", "p_nsucc", "p_sw"))
 
 
@@ -429,17 +476,36 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     ncs = np.zeros(B, np.int64)
     hpos = np.full(B, -1, np.int64)
     run = np.array(w.r_run[:R], dtype=np.int64).reshape(-1, 2)
-    is_run = run[:, 0] >= 0 if R else np.zeros(0, "?")
+    is_run = (run[:, 0] >= 0) & (run[:, 1] > 0) if R else np.zeros(0, "?")
     if is_run.any():
         rr = np.flatnonzero(is_run)
         pos_blocks = _expand(m.range_block_ptr[rr], r_nblk[rr])
         ks[pos_blocks] = _expand(run[rr, 0], r_nblk[rr], run[rr, 1])
+    is_chain = run[:, 1] < 0 if R else np.zeros(0, "?")
+    if is_chain.any():
+        cr = np.flatnonzero(is_chain & (r_nblk > 0))
+        cur = run[cr, 0].copy()
+        base = m.range_block_ptr[cr].copy()
+        left = r_nblk[cr].copy()
+        nx = w._chain_np
+        while len(cur):
+            ks[base] = cur
+            cur = nx[np.minimum(cur, len(nx) - 1)]
+            base += 1
+            left -= 1
+            keep = left > 0
+            if not keep.all():
+                cur, base, left = cur[keep], base[keep], left[keep]
     if w.x_ks:
-        xr = np.flatnonzero(~is_run & (r_nblk > 0))
+        xr = np.flatnonzero(~is_run & ~is_chain & (r_nblk > 0))
         pos_blocks = _expand(m.range_block_ptr[xr], r_nblk[xr])
         ks[pos_blocks] = np.array(w.x_ks, np.int64)
-        ncs[pos_blocks] = np.array(w.x_ncs, np.int64)
         hpos[pos_blocks] = np.array(w.x_hash, np.int64)
+    cs_idx = np.flatnonzero(has_cs)
+    ncs_tok = ks[cs_idx] + 1 + hasid[cs_idx]
+    ncs_val = V[ncs_tok]
+    bad_ncs = (ncs_val > U32) | w.bad_np[ncs_tok]
+    ncs[cs_idx] = np.where(bad_ncs, 0, ncs_val).astype(np.int64)
     off_t = ks + hasid
     size_t = off_t + 1 + has_cs * (1 + ncs)
     md_t = size_t + 1
@@ -473,6 +539,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
             owner = np.repeat(cs_blocks, ncs[cs_blocks])
             bad_block[owner[bad_cs]] = True
     del checks32
+    bad_block[cs_idx[bad_ncs]] = True
     if bad_block.any():
         bad_func[block_func[bad_block]] = True
     # absolute offsets: v0 from the function start, v1+ from the previous block's end

@@ -47,6 +47,9 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, name: st
         raise BBMapError("need at least one perf.data file and the binary "
                          "(bbmap annotate perf.data ./binary)")
     *perf_paths, binary = inputs
+    if _is_perf_data(binary):
+        raise BBMapError(f"{binary} is perf data, but the last argument must be the binary "
+                         "(bbmap annotate perf.data ./binary)")
     progress = _progress_bar() if sys.stderr.isatty() else None
     try:
         result = annotate(perf_paths, binary, name_override=name, pid=pid,
@@ -62,10 +65,20 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, name: st
     else:
         click.echo(text, nl=False)
     if result.failed:
-        for d in result.warnings:
-            if d.severity == "error":
-                click.echo(f"bbmap: error: {d}", err=True)
+        errors = [d for d in result.warnings if d.severity == "error"]
+        for d in errors:
+            click.echo(f"bbmap: error: {d}", err=True)
+        if not errors:
+            click.echo("bbmap: error: nothing could be put in a block", err=True)
         sys.exit(EXIT_PROBLEMS)
+
+
+def _is_perf_data(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8) == b"PERFILE2"
+    except OSError:
+        return False
 
 
 def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool  # noqa: ANN001

@@ -18,10 +18,11 @@ from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main
 @click.option("--vaddr", "space", flag_value="vaddr", default=True,
               help="ADDRs are ELF virtual addresses (the default).")
 @click.option("--perf-data", "perf_data", type=click.Path(dir_okay=False),
-              help="Profile whose mmap records say where the binary was loaded.")
-@click.option("--pid", type=int, help="With --vma: use this process's mappings.")
+              help="Profile whose mmap records say where the binary was loaded "
+                   "(needed by --vma; otherwise gives the VMA of each address).")
+@click.option("--pid", type=int, help="Use this process's mappings of the profile.")
 @click.option("--name", "name", help="The binary's name when profiled (if renamed).")
-@click.option("--base", "base", help="With --vma: the load base address (instead of a profile).")
+@click.option("--base", "base", help="The load base address (instead of a profile).")
 @click.option("--target", is_flag=True,
               help="Resolve as a branch target (first block starting at the address).")
 @click.option("--explain", is_flag=True, help="Show what each of the three stages found.")
@@ -35,16 +36,21 @@ def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str |
     from bbmap.errors import BBMapError
     from bbmap.lookup import Lookuper, format_report, parse_address
 
-    if space != "vma" and (perf_data or pid is not None or base):
-        raise BBMapError("--perf-data, --pid and --base only apply with --vma")
+    if pid is not None and not perf_data:
+        raise BBMapError("--pid needs --perf-data FILE")
     b = load_binary(binary)
+    for d in b.diagnostics:
+        click.echo(f"bbmap: {d.severity}: {d}", err=True)
     mappings = None
-    if space == "vma" and perf_data and base is None:
+    if perf_data and base is None:
         from bbmap.mappings import ProfileMappings
         from bbmap.perf import PerfData
 
         mappings = ProfileMappings.from_perf_data(PerfData(perf_data), b, name_override=name,
                                                   pid=pid)
+        for d in mappings.diagnostics:
+            if mappings.evidence.binary_mappings:  # else each report carries the evidence
+                click.echo(f"bbmap: {d.severity}: {d}", err=True)
     lk = Lookuper(b, mappings=mappings, base=None if base is None else parse_address(base))
     reports = [lk.lookup(a, space, pid=pid, to=target, explain=explain) for a in addrs]
     if as_json:

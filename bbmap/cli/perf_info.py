@@ -29,7 +29,7 @@ def perf_info_cmd(perf_data: str, as_json: bool, output: str | None) -> None:
         write_atomic(output, text)
     else:
         click.echo(text, nl=False)
-    if not as_json:
+    if output:  # stdout shows them in the document itself
         for w in info["warnings"]:
             click.echo(f"bbmap: warning: {w}", err=True)
     if info["errors"]:

@@ -8,7 +8,7 @@ import sys
 import click
 
 from bbmap.atomic import atomic_open
-from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, guarded, main
+from bbmap.cli import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, guarded, main
 from bbmap.errors import BBMapError
 
 
@@ -56,22 +56,31 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
     if not binaries:
         click.echo("bbmap: error: give at least one BINARY (or --list-checks)", err=True)
         sys.exit(EXIT_USAGE)
-    names = select_checks(checks or None)
-    reports = [verify(b, names, debug_dirs=debug_dirs) for b in binaries]
+    names = select_checks(checks) if checks else None
+    reports = []
+    errors: list[tuple[str, str]] = []
+    for b in binaries:
+        try:
+            reports.append(verify(b, names, debug_dirs=debug_dirs))
+        except BBMapError as e:  # one unreadable file does not hide the others' reports
+            click.echo(f"bbmap: error: {e}", err=True)
+            errors.append((b, str(e)))
+    ok = not errors and all(r.ok for r in reports)
     if as_json:
-        text = json.dumps({"ok": all(r.ok for r in reports),
-                           "reports": [r.to_json() for r in reports]}, indent=1) + "\n"
+        text = json.dumps({"ok": ok, "reports": [r.to_json() for r in reports],
+                           "errors": [{"path": p, "error": m} for p, m in errors]},
+                          indent=1) + "\n"
     else:
         parts = []
         for r in reports:
             parts.append(r.format(max_listed=max_findings))
             if show_coverage and r.coverage is not None:
                 parts.append(r.coverage.format())
-        text = "\n".join(parts) + "\n"
+        text = "\n".join(parts) + "\n" if parts else ""
     if output:
         with atomic_open(output) as fh:
             fh.write(text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    sys.exit(EXIT_OK if all(r.ok for r in reports) else EXIT_PROBLEMS)
+    sys.exit(EXIT_FAILED if errors else EXIT_OK if ok else EXIT_PROBLEMS)

@@ -63,7 +63,8 @@ REC_MMAP, REC_LOST, REC_COMM, REC_EXIT, REC_THROTTLE, REC_UNTHROTTLE, REC_FORK =
 REC_SAMPLE, REC_MMAP2, REC_LOST_SAMPLES = 9, 10, 13
 REC_HEADER_ATTR, REC_HEADER_EVENT_TYPE, REC_HEADER_TRACING_DATA = 64, 65, 66
 REC_HEADER_BUILD_ID, REC_FINISHED_ROUND, REC_ID_INDEX = 67, 68, 69
-REC_AUXTRACE, REC_TIME_CONV, REC_HEADER_FEATURE = 71, 79, 80
+REC_AUXTRACE, REC_EVENT_UPDATE, REC_TIME_CONV, REC_HEADER_FEATURE = 71, 78, 79, 80
+EVENT_UPDATE_NAME = 2
 REC_COMPRESSED, REC_FINISHED_INIT, REC_COMPRESSED2 = 81, 82, 83
 USER_TYPE_START = 64
 
@@ -120,7 +121,8 @@ FEATURE_NAMES: dict[int, str] = {
 }
 FEAT_BUILD_ID, FEAT_HOSTNAME, FEAT_OSRELEASE, FEAT_VERSION, FEAT_ARCH = 2, 3, 4, 5, 6
 FEAT_NRCPUS, FEAT_CPUDESC, FEAT_CPUID, FEAT_TOTAL_MEM, FEAT_CMDLINE = 7, 8, 9, 10, 11
-FEAT_EVENT_DESC, FEAT_BRANCH_STACK, FEAT_SAMPLE_TIME, FEAT_CLOCKID = 12, 15, 21, 23
+FEAT_EVENT_DESC, FEAT_BRANCH_STACK, FEAT_GROUP_DESC = 12, 15, 17
+FEAT_SAMPLE_TIME, FEAT_CLOCKID = 21, 23
 FEAT_COMPRESSED, FEAT_CPU_PMU_CAPS = 27, 28
 HEADER_LAST_FEATURE = 32
 HEADER_FEAT_BITS = 256
@@ -225,14 +227,14 @@ class _EventAttrAdapter(Adapter):
 
     def _encode(self, obj, context, path):
         size = obj.get("size") or ATTR_SIZE_KNOWN
-        fields = {k: obj.get(k, 0) for k in EventAttrFields.subcons_names}
+        fields = {k: obj.get(k, 0) for k in ATTR_FIELD_NAMES}
         fields["size"] = size
         raw = EventAttrFields.build(fields) + bytes(obj.get("extra", b""))
         raw = raw[:size].ljust(size, b"\0")
         return Container(_peek=size, raw=raw)
 
 
-EventAttrFields.subcons_names = [sc.name for sc in EventAttrFields.subcons]
+ATTR_FIELD_NAMES = [sc.name for sc in EventAttrFields.subcons]
 
 
 def _attr_size(ctx) -> int:
@@ -293,6 +295,8 @@ EventDesc = Struct(
     "nr" / Int32ul, "attr_size" / Int32ul, "events" / Array(this.nr, EventDescEntry))
 PmuCaps = PrefixedArray(Int32ul, Struct("name" / HeaderString, "value" / HeaderString))
 SampleTime = Struct("first" / Int64ul, "last" / Int64ul)
+GroupDesc = PrefixedArray(Int32ul, Struct(
+    "name" / HeaderString, "leader_idx" / Int32ul, "nr_members" / Int32ul))
 
 # build_id_event: header, pid, 20 id bytes + size byte (or 24 bytes of id), filename.
 BuildIdEvent = Struct(
@@ -342,7 +346,7 @@ IdIndexEntry = Struct("id" / Int64ul, "idx" / Int64ul, "cpu" / Int64ul, "tid" / 
 IdIndexBody = Struct("nr" / Int64ul, "entries" / Array(this.nr, IdIndexEntry))
 TimeConvBody = Struct(
     "time_shift" / Int64ul, "time_mult" / Int64ul, "time_zero" / Int64ul,
-    "ext" / If(this._params.size >= 8 + 56, Struct(
+    "ext" / If(this._params.size >= 8 + 48, Struct(
         "time_cycles" / Int64ul, "time_mask" / Int64ul,
         "cap_user_time_zero" / Int8ul, "cap_user_time_short" / Int8ul, Padding(6))))
 HeaderAttrBody = Struct("attr" / EventAttr, "ids" / GreedyRange(Int64ul))
@@ -350,7 +354,15 @@ EventTypeBody = Struct("event_id" / Int64ul, "name" / FixedSized(64, RecordName)
 TracingDataBody = Struct("size" / Int32ul, Padding(4))
 HeaderFeatureBody = Struct("feat_id" / Int64ul, "data" / GreedyBytes)
 CompressedBody = Struct("data" / GreedyBytes)
-Compressed2Body = Struct("data_size" / Int64ul, "data" / Bytes(this.data_size), GreedyBytes)
+Compressed2Body = Struct(
+    "data_size" / Int64ul, "data" / Bytes(this.data_size), "padding" / GreedyBytes)
+
+
+def compressed2_record(data: bytes) -> bytes:
+    """A COMPRESSED2 record: header.size padded to 8, data_size excluding the padding."""
+    pad = b"\0" * (align(16 + len(data), 8) - 16 - len(data))
+    return build_record(REC_COMPRESSED2, Compressed2Body.build(
+        {"data_size": len(data), "data": data, "padding": pad}))
 AuxtraceBody = Struct(
     "size" / Int64ul, "offset" / Int64ul, "reference" / Int64ul,
     "idx" / Int32ul, "tid" / Int32ul, "cpu" / Int32ul, "reserved" / Int32ul)

@@ -61,7 +61,7 @@ class EventAttr:
             sample_regs_user=c.sample_regs_user, sample_regs_intr=c.sample_regs_intr,
             size=c.size, ids=list(ids or []),
             name=name or default_event_name(c.type, c.config, c.flags),
-            raw={k: c[k] for k in fmt.EventAttrFields.subcons_names})
+            raw={k: c[k] for k in fmt.ATTR_FIELD_NAMES})
 
     @property
     def sample_id_all(self) -> bool:

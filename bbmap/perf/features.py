@@ -79,6 +79,9 @@ def parse_feature(feat: int, data: bytes, diag: Diagnostics, file: str, base: in
             features[name] = {"version": c.version, "type": "zstd" if c.type == fmt.COMP_ZSTD
                               else c.type, "level": c.level, "ratio": c.ratio,
                               "mmap_len": c.mmap_len}
+        elif feat == fmt.FEAT_GROUP_DESC:
+            features[name] = [{"name": g.name, "leader": g.leader_idx,
+                               "members": g.nr_members} for g in fmt.GroupDesc.parse(data)]
         elif feat == fmt.FEAT_SAMPLE_TIME:
             c = fmt.SampleTime.parse(data)
             features[name] = {"first": c.first, "last": c.last}

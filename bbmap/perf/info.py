@@ -80,8 +80,7 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50) -> dict:
         "records": dict(sorted(p.record_counts.items())),
         "samples": {
             "total": total,
-            "by_event": {a.name if a.name else str(k): int(per_event[k])
-                         for k, a in enumerate(p.attrs)},
+            "by_event": _by_event(p, per_event),
             "by_cpumode": {CPUMODE_NAMES.get(m, str(m)): int(c)
                            for m, c in enumerate(per_mode) if c},
             "with_branch_stack": with_br,
@@ -96,6 +95,17 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50) -> dict:
         "warnings": [str(d) for d in p.diagnostics],
         "errors": sum(1 for d in p.diagnostics if d.severity == "error"),
     }
+
+
+def _by_event(p: PerfData, per_event: np.ndarray) -> dict[str, int]:
+    """Samples per event name; a repeated name gets ``#index`` so no count is lost."""
+    out: dict[str, int] = {}
+    for k, a in enumerate(p.attrs):
+        name = a.name or str(k)
+        if name in out:
+            name = f"{name}#{k}"
+        out[name] = int(per_event[k]) if k < len(per_event) else 0
+    return out
 
 
 def format_text(info: dict) -> str:

@@ -48,8 +48,31 @@ def parse_report_d_stats(text: str) -> dict[str, int]:
     return counts
 
 
+def parse_report_d_event_samples(text: str) -> list[int]:
+    """Per-event SAMPLE counts (the "<event> stats:" blocks after "Aggregated stats").
+
+    With branch stacks perf counts branch entries here instead, so use it for plain files.
+    """
+    lines = text.splitlines()
+    try:
+        start = max(i for i, line in enumerate(lines) if line.startswith("Aggregated stats"))
+    except ValueError:
+        return []
+    out = []
+    for i, line in enumerate(lines[start:], start):
+        if line.rstrip().endswith(" stats:") and i + 1 < len(lines):
+            m = _STAT.match(lines[i + 1])
+            if m and m.group(1) == "SAMPLE":
+                out.append(int(m.group(2)))
+    return out
+
+
 def report_d_stats(path: str) -> dict[str, int]:
     return parse_report_d_stats(_run(["report", "-D", "-i", path]))
+
+
+def report_d(path: str) -> str:
+    return _run(["report", "-D", "-i", path])
 
 
 def parse_script_samples(text: str) -> list[tuple[int, int, int, int]]:
@@ -63,6 +86,38 @@ def parse_script_samples(text: str) -> list[tuple[int, int, int, int]]:
         secs, nsecs = parts[1][:-1].split(".")
         rows.append((int(pid), int(tid), int(secs) * 10**9 + int(nsecs), int(parts[2], 16)))
     return rows
+
+
+_ROW = re.compile(r"^\s*(?:\S.*?\s+)?(-?\d+)/(-?\d+)\s+(\d+)\.(\d+):\s*([0-9a-f]+)?(?:\s|$)")
+_CHAIN = re.compile(r"^\s+([0-9a-f]+)\s")
+
+
+def parse_script_rows(text: str) -> tuple[list[tuple[int, int, int, int]], int]:
+    """Rows of any ``perf script`` output with pid/tid and time (and usually ip) fields.
+
+    Returns (rows, digits): rows are (pid, tid, time, ip) with time in units of
+    10**-digits s (perf prints 6 digits, 9 with --ns).  With call graphs the ip is on the
+    next line (the first chain entry, which perf may print as a DSO offset): such rows
+    get ip -1, meaning "compare pid, tid and time only".
+    """
+    rows: list[tuple[int, int, int, int]] = []
+    digits = 9
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = _ROW.match(line)
+        if not m:
+            continue
+        digits = len(m.group(4))
+        ip_text = m.group(5)
+        if ip_text is not None:
+            ip = int(ip_text, 16)
+        elif i + 1 < len(lines) and _CHAIN.match(lines[i + 1]):
+            ip = -1
+        else:
+            continue
+        t = int(m.group(3)) * 10**digits + int(m.group(4))
+        rows.append((int(m.group(1)), int(m.group(2)), t, ip))
+    return rows, digits
 
 
 def script_samples(path: str) -> list[tuple[int, int, int, int]]:

@@ -42,7 +42,7 @@ _U64 = struct.Struct("<Q")
 _MAX_ATTRS = 4096
 _SIDE_TYPES = frozenset((fmt.REC_MMAP, fmt.REC_MMAP2, fmt.REC_COMM, fmt.REC_FORK, fmt.REC_EXIT))
 _HEADER_TYPES = frozenset((fmt.REC_HEADER_ATTR, fmt.REC_HEADER_FEATURE, fmt.REC_HEADER_BUILD_ID,
-                           78, fmt.REC_HEADER_EVENT_TYPE))
+                           fmt.REC_EVENT_UPDATE, fmt.REC_HEADER_EVENT_TYPE))
 PROT_READ, PROT_EXEC = 1, 4
 
 
@@ -86,8 +86,11 @@ class PerfData:
         self._id_keys = np.zeros(0, np.uint64)
         self._id_vals = np.zeros(0, np.int16)
         self._ids_dirty = False
-        self._header_seen: set[int] = set()
+        # header records already applied (a second stream() must not add them again)
+        self._header_seen: set[int | tuple[int, int]] = set()
         self._released = 0
+        self.time_conv: dict | None = None  # from TIME_CONV
+        self.id_index: dict[int, tuple[int, int, int]] = {}  # id -> (idx, cpu, tid)
         self.trust_end: int | None = None  # byte offset where a damaged stream stops
         try:
             fh = open(self.path, "rb")  # noqa: SIM115 - kept open for the mmap's lifetime
@@ -122,6 +125,19 @@ class PerfData:
         else:
             raise BBMapError(f"unknown header size {hsize}", file=self.path,
                              section="file header", offset=8)
+
+    def close(self) -> None:
+        """Unmap the file (batches already yielded hold copies and stay valid)."""
+        self._np = np.zeros(0, np.uint8)
+        with contextlib.suppress(BufferError, ValueError):
+            self._mv.release()
+            self._mm.close()
+
+    def __enter__(self) -> PerfData:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ header
     def _read_file_header(self, hsize: int) -> None:
@@ -271,15 +287,36 @@ class PerfData:
                 self.build_ids.extend(parse_build_ids(bytes(mv[off:off + size]),
                                                       self.diagnostics, self.path,
                                                       "HEADER_BUILD_ID", off))
-            elif typ == 78 and len(body) >= 16:  # EVENT_UPDATE
+            elif typ == fmt.REC_EVENT_UPDATE and len(body) >= 16:
                 utype, ident = struct.unpack_from("<QQ", body)
-                if utype == 2:  # PERF_EVENT_UPDATE__NAME
+                if utype == fmt.EVENT_UPDATE_NAME:
                     k = self.event_of_id(ident)
                     if k >= 0 and k < len(self.attrs):
                         self.attrs[k].name = fmt.RecordName.parse(body[16:])
         except ConstructError as e:
             self.diagnostics.warn(f"cannot decode {fmt.RECORD_NAMES.get(typ, typ)} record: "
                                   f"{_short(e)}", **where)
+
+    def _info_record(self, typ: int, mv, off: int, size: int, origin) -> None:
+        """TIME_CONV (perf time <-> TSC) and ID_INDEX (id -> cpu/tid), kept for callers."""
+        body = bytes(mv[off + 8:off + size])
+        try:
+            if typ == fmt.REC_TIME_CONV:
+                b = fmt.TimeConvBody.parse(body, size=size)
+                self.time_conv = {"time_shift": b.time_shift, "time_mult": b.time_mult,
+                                  "time_zero": b.time_zero}
+                if b.ext is not None:
+                    self.time_conv.update(time_cycles=b.ext.time_cycles,
+                                          time_mask=b.ext.time_mask)
+            else:
+                nr = _U64.unpack_from(body)[0] if len(body) >= 8 else 0
+                if nr > (len(body) - 8) // 32:
+                    raise ValueError(f"ID_INDEX claims {nr} entries")
+                for e in fmt.IdIndexBody.parse(body).entries:
+                    self.id_index[e.id] = (e.idx, e.cpu, e.tid)
+        except (ConstructError, ValueError) as e:
+            self.diagnostics.warn(f"cannot decode {fmt.RECORD_NAMES[typ]} record: {_short(e)}",
+                                  **self._where(off, origin))
 
     def _where(self, off: int, origin) -> dict:
         if origin is None:
@@ -322,6 +359,8 @@ class PerfData:
         if st.inflater is not None and st.inflater.carry:
             self.diagnostics.warn(f"compressed stream ends inside a record "
                                   f"({len(st.inflater.carry)} bytes dropped)", **w)
+        # a second pass finds the same faults: report each once
+        self.diagnostics.items = list(dict.fromkeys(self.diagnostics.items))
 
     def samples(self, chunk_samples: int = 65536, *, branches: bool = True
                 ) -> Iterator[SampleBatch]:
@@ -442,12 +481,17 @@ class PerfData:
                 yield from self._compressed(st, typ, mv, off, size)
                 seq = st.seq
                 chunk = st.chunk - st.nparts
+            elif typ == fmt.REC_TIME_CONV or typ == fmt.REC_ID_INDEX:
+                self._info_record(typ, mv, off, size, origin)
             elif typ == fmt.REC_LOST and size >= 24:
                 self.lost += _U64.unpack_from(mv, off + 16)[0]
             elif typ == fmt.REC_LOST_SAMPLES and size >= 16:
                 self.lost_samples += _U64.unpack_from(mv, off + 8)[0]
-            elif typ in _HEADER_TYPES and (origin is not None or off not in self._header_seen):
-                self._header_record(typ, misc, mv, off, size, origin)
+            elif typ in _HEADER_TYPES:
+                key = off if origin is None else (origin, off)
+                if key not in self._header_seen:
+                    self._header_seen.add(key)
+                    self._header_record(typ, misc, mv, off, size, origin)
             off = nxt
         st.seq = seq
         if origin is not None:
@@ -592,11 +636,15 @@ class PerfData:
         return out
 
     def _layout(self, k: int) -> SampleLayout:
-        a = self.attrs[k]
-        counters = bool(a.branch_sample_type & fmt.BR_COUNTERS) or any(
-            b.branch_sample_type & fmt.BR_COUNTERS for b in self.attrs
-            if b is not a and set(b.ids) & set(a.ids))
-        return SampleLayout.of(a, counters)
+        """The SAMPLE layout of attr ``k``; branch counters follow the whole group (perf's
+        ``evsel__has_branch_counters``), groups coming from the GROUP_DESC feature."""
+        group = [k]
+        for g in self.features.get("group_desc") or []:
+            lo, n = g.get("leader", -1), g.get("members", 0)
+            if lo <= k < lo + n:
+                group = list(range(lo, min(lo + n, len(self.attrs))))
+        counters = any(self.attrs[j].branch_sample_type & fmt.BR_COUNTERS for j in group)
+        return SampleLayout.of(self.attrs[k], counters)
 
     # ------------------------------------------------------------------ side records
     def _trailer_attr(self, mv, off: int, size: int) -> EventAttr | None:

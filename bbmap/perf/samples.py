@@ -217,13 +217,11 @@ def decode_samples(buf: np.ndarray, offs: np.ndarray, layout: SampleLayout,
     np.cumsum(br_nr, out=br_ptr[1:])
     total = int(br_ptr[-1])
     if total and want_branches:
-        per = 24 + (8 if layout.branch_counters else 0)
         first = np.repeat(br_start, br_nr)
         k = np.arange(total, dtype=np.int64) - np.repeat(br_ptr[:-1], br_nr)
         ent = first + 24 * k
         br_from, br_to, br_flags = (gather_u64(buf, ent), gather_u64(buf, ent + 8),
                                     gather_u64(buf, ent + 16))
-        del per
     else:
         br_from = br_to = br_flags = np.zeros(0, np.uint64)
         if not want_branches:

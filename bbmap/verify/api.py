@@ -44,9 +44,11 @@ class VerifyReport:
     skipped: dict[str, str] = field(default_factory=dict)  # check -> why it could not run
     notes: list[str] = field(default_factory=list)  # what was not checked, and why
 
+    explicit: bool = False  # the caller named the checks: one that cannot run is a failure
+
     @property
     def ok(self) -> bool:
-        return not self.findings
+        return not self.findings and not (self.explicit and self.skipped)
 
     @property
     def failed_checks(self) -> list[str]:
@@ -62,10 +64,18 @@ class VerifyReport:
     def format(self, *, max_listed: int = MAX_LISTED) -> str:
         """Readable multi-line summary: one line per finding, grouped by check."""
         s = self.stats
+        ran = len(self.checks) - len(self.skipped)
+        counted = f"{ran} of {len(self.checks)} checks run" if self.skipped else \
+            f"{len(self.checks)} checks"
         head = (f"{self.path}: {'OK' if self.ok else 'FAILED'} "
                 f"({s.get('functions', 0)} functions, {s.get('ranges', 0)} ranges, "
-                f"{s.get('blocks', 0)} blocks; {len(self.checks)} checks")
-        head += f", {len(self.failed_checks)} failed)" if not self.ok else ")"
+                f"{s.get('blocks', 0)} blocks; {counted}")
+        if self.ok:
+            head += ")"
+        elif self.explicit and self.skipped:
+            head += f", {len(self.failed_checks)} failed, {len(self.skipped)} could not run)"
+        else:
+            head += f", {len(self.failed_checks)} failed)"
         lines = [head]
         for name, found in self.by_check().items():
             if not found:
@@ -83,7 +93,7 @@ class VerifyReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "path": self.path, "ok": self.ok, "checks": self.checks,
+            "path": self.path, "ok": self.ok, "checks": self.checks, "explicit": self.explicit,
             "failed_checks": self.failed_checks, "stats": self.stats,
             "skipped": self.skipped, "notes": self.notes,
             "findings": [f.to_json() for f in self.findings],
@@ -105,7 +115,7 @@ def verify(path: str | os.PathLike, checks: Iterable[str] | None = None, *,
         binary = load_binary(os.fspath(path), debug_dirs=tuple(debug_dirs))
     ctx = VerifyContext(binary)
     m = ctx.m
-    report = VerifyReport(os.fspath(path), names)
+    report = VerifyReport(os.fspath(path), names, explicit=checks is not None)
     report.stats = {"functions": m.num_functions, "ranges": m.num_ranges,
                     "blocks": m.num_blocks, "symbols": len(binary.symbols),
                     "exec_sections": len(ctx.exec_sections)}
@@ -118,7 +128,7 @@ def verify(path: str | os.PathLike, checks: Iterable[str] | None = None, *,
                 raise
             report.skipped[name] = str(e)
     if "coverage" in names:
-        report.coverage = getattr(ctx, "_coverage", None)
+        report.coverage = ctx.cache.get("coverage")
     else:
         from bbmap.verify.coverage import compute_coverage
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bbmap.binary.types import parent_name
+from bbmap.errors import BBMapError
 from bbmap.model import (
     FEAT_BB_HASH,
     FEAT_BR_PROB,
@@ -63,7 +64,11 @@ def _map_decodes(ctx: VerifyContext) -> Iterator[Finding]:
             yield Finding("map-decodes", msg, address=d.offset,
                           section=sec.removeprefix("section ") or None)
     m = ctx.m
-    if not m.num_ranges:
+    if not m.num_functions:
+        secs = ctx.binary.map_sections() if hasattr(ctx.binary, "map_sections") else []
+        what = (f"{len(secs)} map section(s) hold no functions" if secs else
+                "no SHT_LLVM_BB_ADDR_MAP section, .bb_info or BB label symbols")
+        yield Finding("map-decodes", f"no block map: {what}")
         return
     declared = m.range_num_blocks.astype(np.int64)
     actual = np.diff(m.range_block_ptr)
@@ -77,7 +82,7 @@ def _describe_address(ctx: VerifyContext, section: int, addr: int) -> str:
     """``inside foo+0x12`` for an address that no symbol starts at (for messages)."""
     syms = ctx.binary.symbols
     if not len(syms):
-        return "no code symbols at all"
+        return "the file has no code symbols: stripped? give its debug file (--debug-dir)"
     a = syms.address.astype(np.int64)
     ok = (syms.section == section) if ctx.relocatable else np.ones(len(a), dtype=bool)
     cand = np.nonzero(ok & (a <= addr) & (a + syms.size.astype(np.int64) > addr))[0]
@@ -234,6 +239,9 @@ def _range_parts(ctx: VerifyContext) -> Iterator[Finding]:
             for r in m.function_ranges(f):
                 if int(ctx.range_index_in_func[r]) == 0:
                     continue
+                lo, hi = ctx.range_extent(r)
+                if hi == lo:
+                    continue  # an empty part: its symbol has size 0 and may share the address
                 base = int(m.range_base[r])
                 key = (int(ctx.range_section[r]) if ctx.relocatable else -1, base)
                 if key not in part_keys:
@@ -241,7 +249,7 @@ def _range_parts(ctx: VerifyContext) -> Iterator[Finding]:
                     what = (f"{syms.names[other]} starts there" if other >= 0
                             else _describe_address(ctx, int(ctx.range_section[r]), base))
                     yield ctx.finding("range-parts", f"range at {base:#x} starts no "
-                                      f".cold/.__part.N symbol of {name} ({what})", rng=r,
+                                      f".cold/.__part.N/.eh symbol of {name} ({what})", rng=r,
                                       address=base)
                 elif key in seen:
                     yield ctx.finding("range-parts", f"range at {base:#x} repeats range "
@@ -309,7 +317,11 @@ def _callsite_offsets(ctx: VerifyContext) -> Iterator[Finding]:
         yield ctx.finding("callsite-offsets", f"callsite offset {int(cs[s])} is outside the "
                           f"block (size {int(size[s])})", block=b,
                           address=int(ctx.block_start[b]) + int(cs[s]))
-    code = ctx.code
+    try:
+        code = ctx.code
+    except BBMapError as e:  # not x86: the offsets were still bounds-checked above
+        ctx.notes.append(f"callsite-offsets: call instructions not checked ({e})")
+        return
     sel = np.nonzero(inside & code.decoded[ctx.block_range[owner]])[0]
     if not len(sel):
         return
@@ -384,7 +396,7 @@ class LastInstructions:
 
 
 def last_instructions(ctx: VerifyContext) -> LastInstructions:
-    cached = getattr(ctx, "_last", None)
+    cached = ctx.cache.get("last")
     if cached is not None:
         return cached
     m = ctx.m
@@ -411,7 +423,7 @@ def last_instructions(ctx: VerifyContext) -> LastInstructions:
             i = int(np.searchsorted(rel, a, side="right"))
             relocated[b] = i < len(rel) and int(rel[i]) < a + int(code.size[j])
     out = LastInstructions(kind, target, row, relocated, code)
-    ctx._last = out  # type: ignore[attr-defined]
+    ctx.cache["last"] = out
     return out
 
 
@@ -430,14 +442,15 @@ def _reloc_offsets(ctx: VerifyContext) -> dict[int, np.ndarray]:
     return {k: np.array(sorted(v), dtype=np.int64) for k, v in out.items()}
 
 
-def _function_extents(ctx: VerifyContext) -> dict[int, list[tuple[int, int, int]]]:
-    """(section, lo, hi) of every range of each function, symbol size included."""
-    cached = getattr(ctx, "_fext", None)
+def _function_extents(ctx: VerifyContext) -> dict[int, list[tuple[int, int, int, int]]]:
+    """(section, lo, hi, range) of every range with blocks, per function; symbol size
+    included in the extent."""
+    cached = ctx.cache.get("extents")
     if cached is not None:
         return cached
     m = ctx.m
     syms = ctx.binary.symbols
-    out: dict[int, list[tuple[int, int, int]]] = {}
+    out: dict[int, list[tuple[int, int, int, int]]] = {}
     for r in range(m.num_ranges):
         if m.range_block_ptr[r + 1] == m.range_block_ptr[r]:
             continue  # no block entries (OmitBBEntries): nothing to bound
@@ -445,8 +458,9 @@ def _function_extents(ctx: VerifyContext) -> dict[int, list[tuple[int, int, int]
         i = _range_symbol(ctx, r)
         if i >= 0:
             hi = max(hi, lo + int(syms.size[i]))
-        out.setdefault(int(ctx.range_func[r]), []).append((int(ctx.range_section[r]), lo, hi))
-    ctx._fext = out  # type: ignore[attr-defined]
+        out.setdefault(int(ctx.range_func[r]), []).append(
+            (int(ctx.range_section[r]), lo, hi, r))
+    ctx.cache["extents"] = out
     return out
 
 
@@ -477,7 +491,7 @@ def _md_return(ctx: VerifyContext) -> Iterator[Finding]:
 def _target_outside(ctx: VerifyContext, b: int, target: int) -> bool:
     f = int(ctx.block_func[b])
     sec = int(ctx.range_section[int(ctx.block_range[b])])
-    for s, lo, hi in _function_extents(ctx).get(f, []):
+    for s, lo, hi, _ in _function_extents(ctx).get(f, []):
         if lo <= target < hi and (s == sec or not ctx.relocatable):
             return False
     return True
@@ -568,34 +582,34 @@ def _coverage(ctx: VerifyContext) -> Iterator[Finding]:
     from bbmap.verify.coverage import compute_coverage
 
     cov = compute_coverage(ctx)
-    ctx._coverage = cov  # type: ignore[attr-defined]
+    ctx.cache["coverage"] = cov
     for sc in cov.sections:
         if not sc.exact:
             yield Finding("coverage", f"labels add up to {sum(sc.totals.values())} bytes, "
                           f"not the section size {sc.size}", section=f"[{sc.index}] {sc.name}")
+    # unexplained bytes inside mapped functions' extents: one finding per range
     ext = _function_extents(ctx)
-    # unexplained bytes inside mapped functions' extents
-    spans = []
+    by_sec: dict[int, list[tuple[int, int, int, int]]] = {}
     for f, lst in ext.items():
-        for s, lo, hi in lst:
-            spans.append((s, lo, hi, f))
-    spans.sort()
-    by_sec: dict[int, list[tuple[int, int, int]]] = {}
-    for s, lo, hi, f in spans:
-        by_sec.setdefault(s, []).append((lo, hi, f))
+        for sec, lo, hi, r in lst:
+            by_sec.setdefault(sec, []).append((lo, hi, f, r))
     for sc in cov.sections:
-        lst = by_sec.get(sc.index, [])
-        if not lst or not sc.unexplained:
+        if not sc.unexplained or sc.index not in by_sec:
             continue
-        los = np.array([x[0] for x in lst], dtype=np.int64)
-        widest = max(hi - lo for lo, hi, _ in lst)
-        for u0, u1 in sc.unexplained:
-            i = int(np.searchsorted(los, u1, side="left")) - 1
-            while i >= 0 and lst[i][0] + widest > u0:
-                lo, hi, f = lst[i]
-                if lo < u1 and u0 < hi:
-                    yield ctx.finding("coverage", f"{u1 - u0} bytes [{u0:#x}, {u1:#x}) inside "
-                                      f"the function are in no block and are not padding",
-                                      func=f, address=u0, section=sc.index)
-                    break
-                i -= 1
+        u0 = np.array([a for a, _ in sc.unexplained], dtype=np.int64)  # sorted, disjoint
+        u1 = np.array([b for _, b in sc.unexplained], dtype=np.int64)
+        for lo, hi, f, r in by_sec[sc.index]:
+            i0 = int(np.searchsorted(u1, lo, side="right"))
+            i1 = int(np.searchsorted(u0, hi, side="left"))
+            if i1 <= i0:
+                continue
+            total = int((np.minimum(u1[i0:i1], hi) - np.maximum(u0[i0:i1], lo)).sum())
+            first = (max(int(u0[i0]), lo), min(int(u1[i0]), hi))
+            b0, b1 = int(ctx.m.range_block_ptr[r]), int(ctx.m.range_block_ptr[r + 1])
+            before = np.nonzero(ctx.block_end[b0:b1] <= first[0])[0]
+            after = (f" (after block {int(ctx.m.block_id[b0 + int(before[-1])])})"
+                     if len(before) else " (before the first block)")
+            yield ctx.finding("coverage", f"{total} byte(s) in {i1 - i0} stretch(es) of "
+                              f"[{lo:#x}, {hi:#x}) are in no block and are not padding; first "
+                              f"[{first[0]:#x}, {first[1]:#x}){after}", func=f, rng=r,
+                              address=first[0])

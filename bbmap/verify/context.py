@@ -68,6 +68,7 @@ class VerifyContext:
 
     binary: Any  # bbmap.binary.Binary (duck-typed: path, sections, symbols, block_map, ...)
     notes: list[str] = field(default_factory=list)  # what a check could not judge, and why
+    cache: dict[str, Any] = field(default_factory=dict)  # results checks share (coverage, ...)
 
     # ------------------------------------------------------------ basics
     @property
@@ -78,7 +79,7 @@ class VerifyContext:
     def m(self) -> BlockMap:
         return self.binary.block_map
 
-    @property
+    @cached_property
     def sections(self) -> list[SectionInfo]:
         return list(self.binary.sections)
 
@@ -103,8 +104,9 @@ class VerifyContext:
         name = names[f] if f < len(names) else None
         if name:
             return name
-        sym = self.symbol_at(int(self.range_section[int(self.m.func_range_ptr[f])])
-                             if self.m.num_ranges else -1, int(self.m.func_address[f]))
+        r0 = int(self.m.func_range_ptr[f])
+        sec = int(self.range_section[r0]) if r0 < self.m.num_ranges else -1
+        sym = self.symbol_at(sec, int(self.m.func_address[f]))
         return self.binary.symbols.names[sym] if sym >= 0 else None
 
     @cached_property
@@ -204,7 +206,7 @@ class VerifyContext:
 
     @cached_property
     def parts_by_parent(self) -> dict[tuple[int, str], list[int]]:
-        """``.cold`` / ``.__part.N`` symbols grouped by the function they belong to.
+        """``.cold`` / ``.__part.N`` / ``.eh`` symbols grouped by the function they belong to.
 
         Keyed by (section of the parent's entry or -1, parent name); for ET_REL the
         parts live in other sections, so the key uses -1 and names must be unique.
@@ -213,7 +215,7 @@ class VerifyContext:
         out: dict[tuple[int, str], list[int]] = {}
         for i, n in enumerate(syms.names):
             p = parent_name(n)
-            if p != n and not n.endswith(".eh"):
+            if p != n:
                 out.setdefault((-1, p), []).append(i)
         return out
 

@@ -23,8 +23,9 @@ import numpy as np
 from sortedcontainers import SortedDict
 
 from bbmap.binary.types import SectionInfo
+from bbmap.errors import BBMapError
 from bbmap.verify.context import VerifyContext
-from bbmap.verify.disasm import NOP, classify
+from bbmap.verify.disasm import NOP
 
 BLOCK = "block"
 NO_MAP = "function without map"
@@ -166,35 +167,50 @@ def _merge_runs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _classify_gap(ctx: VerifyContext, sec: SectionInfo, data: memoryview, lo: int, hi: int,
-                  stub: bool) -> list[tuple[int, int, str]]:
-    """Split an unclaimed gap into padding and unexplained (or stub) pieces."""
-    out: list[tuple[int, int, str]] = []
-    cs = ctx.disassembler._cs
-    pos = lo
+                  stub: bool, have_code: bool = True) -> list[tuple[int, int, str]]:
+    """Split an unclaimed gap into padding and unexplained (or stub) pieces.
+
+    Padding is a run of zero bytes, ``int3`` (0xcc) bytes, or instructions capstone
+    calls ``nop`` (``nopw``, ``data16 cs nopw`` ...); the gap is decoded in one call
+    and labelled per instruction with numpy, so a large unexplained region costs
+    no Python loop per instruction.
+    """
     other = STUB if stub else UNEXPLAINED
-    while pos < hi:
-        b = data[pos - sec.sh_addr]
-        if b in (0x00, 0xCC):
-            n = pos + 1
-            while n < hi and data[n - sec.sh_addr] == b:
-                n += 1
-            out.append((pos, n, PADDING))
-            pos = n
+    raw = np.frombuffer(bytes(data[lo - sec.sh_addr: hi - sec.sh_addr]), dtype=np.uint8)
+    n = len(raw)
+    label = np.zeros(n, dtype=np.uint8)  # 1 = padding, 2 = other, per byte
+    filler = (raw == 0x00) | (raw == 0xCC)
+    label[filler] = 1
+    cum = np.concatenate(([0], np.cumsum(filler.astype(np.int64))))
+    pos = 0
+    dis = ctx.disassembler if have_code else None
+    while pos < n:
+        if filler[pos]:
+            pos += 1
             continue
-        chunk = bytes(data[pos - sec.sh_addr: hi - sec.sh_addr])
-        size, label = 1, other
-        for _a, s, m, o in cs.disasm_lite(chunk, pos, 1):
-            size = s
-            label = PADDING if classify(m, o)[0] == NOP else other
-        out.append((pos, pos + size, label))
-        pos += size
-    merged: list[tuple[int, int, str]] = []
-    for s, e, lab in out:
-        if merged and merged[-1][2] == lab and merged[-1][1] == s:
-            merged[-1] = (merged[-1][0], e, lab)
-        else:
-            merged.append((s, e, lab))
-    return merged
+        if dis is None:
+            label[pos] = 2
+            pos += 1
+            continue
+        d = dis.decode(raw[pos:].tobytes(), lo + pos)
+        if not len(d.addr):
+            label[pos] = 2
+            pos += 1
+            continue
+        off = (d.addr - np.uint64(lo)).astype(np.int64)
+        size = d.size.astype(np.int64)
+        all_fill = (cum[off + size] - cum[off]) == size  # zero / int3 bytes only
+        is_pad = (d.kinds == NOP) | all_fill
+        per_byte = np.repeat(np.where(is_pad, 1, 2).astype(np.uint8), size)
+        start = int(off[0])
+        label[start: start + len(per_byte)] = per_byte
+        pos = int(off[-1] + size[-1])
+    out: list[tuple[int, int, str]] = []
+    change = np.nonzero(np.diff(label))[0] + 1
+    bounds = [0, *change.tolist(), n]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        out.append((lo + a, lo + b, PADDING if label[a] == 1 else other))
+    return out
 
 
 def compute_coverage(ctx: VerifyContext) -> Coverage:
@@ -215,7 +231,7 @@ def compute_coverage(ctx: VerifyContext) -> Coverage:
     have_code = True
     try:
         ctx.disassembler  # noqa: B018 - padding detection needs it
-    except Exception:  # noqa: BLE001 - non-x86: padding is then zero/int3 bytes only
+    except BBMapError:  # not x86: padding is then zero / int3-valued bytes only
         have_code = False
     for sec in ctx.exec_sections:
         lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
@@ -247,10 +263,7 @@ def compute_coverage(ctx: VerifyContext) -> Coverage:
         data = ctx.section_bytes(sec)
         stub = sec.name.startswith((".plt", ".iplt"))
         for g0, g1 in rm.gaps(lo, hi):
-            if have_code:
-                pieces = _classify_gap(ctx, sec, data, g0, g1, stub)
-            else:
-                pieces = [(g0, g1, STUB if stub else UNEXPLAINED)]
+            pieces = _classify_gap(ctx, sec, data, g0, g1, stub, have_code)
             for s, e, lab in pieces:
                 rm.add(s, e, lab)
         cov = SectionCoverage(sec.index, sec.name, lo, sec.sh_size, dict.fromkeys(LABELS, 0))

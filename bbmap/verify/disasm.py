@@ -1,10 +1,14 @@
 """Linear-sweep disassembly of code ranges with capstone, for the instruction checks.
 
 Each map range is decoded once from its base (a symbol start, so an instruction
-boundary) with ``disasm_lite`` and kept as numpy columns; block boundaries,
-last instructions and callsite targets are then found with ``searchsorted``
-instead of a Python loop per block.  Only the instructions the checks look at
-are classified (ret / jmp / indirect jmp / conditional / call / trap).
+boundary).  ``cs_disasm`` is called through the binding's ctypes handle and its
+``cs_insn`` array read as numpy columns (address, size, instruction id), because a
+Python tuple per instruction made decoding the bulk of a verify run; instruction
+ids map to kinds (ret / jmp / indirect jmp / conditional / call / trap / nop) with
+one table lookup.  ``classify`` (mnemonic based, via ``disasm_lite``) is the slow
+path and the cross-check of the fast one.  All ranges share one table sorted by
+(range, offset), so block boundaries, last instructions and callsite targets are
+found with ``searchsorted`` instead of a loop per block.
 """
 
 from __future__ import annotations

@@ -22,3 +22,8 @@ done
 clang-22 -O2 -c -fbasic-block-address-map -ffunction-sections -Wa,--crel,--allow-experimental-crel \
   -ffile-prefix-map="$PWD"=. src/crel.c -o crel.o
 llvm-readobj-22 --bb-addr-map --elf-output-style=JSON crel.o > golden/crel.o.readobj22.json
+# SHF_COMPRESSED maps (zlib and zstd), decompressed by both readers
+for z in zlib zstd; do
+  llvm-objcopy-22 --compress-sections=.llvm_bb_addr_map=$z v4.exe "v4-$z.exe"
+  llvm-readobj-22 --bb-addr-map --elf-output-style=JSON "v4-$z.exe" > "golden/v4-$z.exe.readobj22.json"
+done

@@ -70,7 +70,14 @@ def elf_layout(path: Path) -> dict[str, Any]:
 
 def readobj_blocks(golden: Path) -> list[dict[str, Any]]:
     """Blocks (function, range, id, vaddr, size) from an llvm-readobj JSON golden."""
-    doc = json.loads(golden.read_text())
+    def merge(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        # llvm-readobj repeats the "BBAddrMap" key once per map section
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            out[k] = out[k] + v if k in out and isinstance(v, list) else v
+        return out
+
+    doc = json.loads(golden.read_text(), object_pairs_hook=merge)
     top = doc[0]
     if "BBAddrMap" not in top:  # readobj 13/14 nest the file under its name
         top = next(iter(top.values()))
@@ -245,6 +252,9 @@ def run(args: argparse.Namespace) -> None:
             "seed": args.seed, "samples": n_samples, "rounds": args.rounds,
             "branch_sample_type": BR_USER | BR_ANY, "event": "cycles:u"}
     (out / "lbr-info.json").write_text(json.dumps(info, indent=1) + "\n")
+    (out / "command.txt").write_text(
+        f"valgrind -d --tool=lackey --trace-mem=yes {binary} {args.rounds} | "
+        f"tools/lbr.py --every {args.every} --quirk {args.quirk} --seed {args.seed}\n")
     print(f"lbr: {out.name}: {n_ins} instructions, {n_taken} taken branches "
           f"({n_kept} in the binary), {n_samples} samples, base 0x{base:x}", file=sys.stderr)
 
@@ -254,8 +264,7 @@ def parse_script(text: str) -> list[str]:
     return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
 
 
-def check(d: Path) -> None:
-    work = d.parent.parent / "work" / "lbr"
+def check(d: Path, work: Path) -> None:
     want = parse_script((work / f"{d.name}.expected.txt").read_text())
     got = parse_script((d / "script-brstack.txt").read_text())
     if want != got:
@@ -281,7 +290,7 @@ def main() -> None:
     ap.add_argument("--work")
     args = ap.parse_args()
     if args.check:
-        check(args.check)
+        check(args.check, Path(args.work))
     else:
         run(args)
 

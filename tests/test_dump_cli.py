@@ -1,0 +1,56 @@
+"""The `bbmap dump` command: text and JSON, demangling, atomic -o, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bbmap.cli import main
+from bbmap.dump import dump
+
+CORPUS = Path(__file__).resolve().parent.parent / "corpus"
+EH = CORPUS / "bin/clang-22/eh/unwind.pie"
+
+
+def _need(p):
+    if not p.exists():
+        pytest.skip(f"{p} not built")
+
+
+def test_json_demangles_and_keeps_mangled():
+    _need(EH)
+    d = dump(str(EH))
+    named = [f for f in d["functions"] if f.get("mangled")]
+    assert named and all(f["mangled"].startswith("_Z") and "(" in f["name"] for f in named)
+    raw = dump(str(EH), demangle=False)
+    assert all("mangled" not in f for f in raw["functions"])
+    assert [f["name"] for f in raw["functions"]] == \
+        [f.get("mangled", f["name"]) for f in d["functions"]]
+    assert any(b["metadata"]["is_eh_pad"] for f in d["functions"] for r in f["ranges"]
+               for b in r["blocks"])
+
+
+def test_cli_json_to_file_equals_library(tmp_path):
+    _need(EH)
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(main, ["dump", "--json", "-o", str(out), str(EH)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text()) == dump(str(EH))
+    assert not list(tmp_path.glob(".bbmap-*"))  # no temporary left behind
+
+
+def test_cli_text_table():
+    _need(EH)
+    r = CliRunner().invoke(main, ["dump", str(EH)])
+    assert r.exit_code == 0
+    assert "SHT_LLVM_BB_ADDR_MAP v5" in r.output and "parse_digit(char) @ 0x" in r.output
+    assert "flags: R return" in r.output
+
+
+def test_cli_missing_file_is_one_line():
+    r = CliRunner().invoke(main, ["dump", "/nonexistent/binary"])
+    assert r.exit_code != 0
+    assert "Traceback" not in r.output
