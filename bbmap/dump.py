@@ -90,27 +90,32 @@ def _decimal(values: np.ndarray) -> list[str]:
     return out
 
 
-def _block_extras(m: BlockMap, feats_per_block: np.ndarray) -> list[str]:
-    """Per block: the callsite / hash keys its function's features call for (else '')."""
-    B = m.num_blocks
-    extras = [""] * B
-    cs_on = np.flatnonzero(feats_per_block & FEAT_CALLSITE_OFFSETS)
+_CLOSE = np.array(["}", ',"callsite_offsets":[]}'], dtype=object)
+
+
+def _block_closings(m: BlockMap, feats_per_block: np.ndarray) -> list[str]:
+    """Per block: its optional callsite / hash keys and the closing brace."""
+    cs_flag = (feats_per_block & FEAT_CALLSITE_OFFSETS) != 0
+    close = _CLOSE[cs_flag.astype(np.int64)]
+    cs_on = np.flatnonzero(cs_flag)
     if len(cs_on):
         ptr = m.block_cs_ptr
         n = ptr[cs_on + 1] - ptr[cs_on]
-        empty = ',"callsite_offsets":[]'
-        for b in cs_on[n == 0].tolist():
-            extras[b] = empty
-        cs = m.callsite_offsets.tolist()
-        for b in cs_on[n > 0].tolist():
-            extras[b] = ',"callsite_offsets":[%s]' % ",".join(
-                map(str, cs[int(ptr[b]):int(ptr[b + 1])]))
+        for k in np.unique(n[n > 0]).tolist():  # one vectorized pass per list length
+            blocks = cs_on[n == k]
+            first = ptr[blocks]
+            text = np.full(len(blocks), ',"callsite_offsets":[', dtype=object)
+            for j in range(k):
+                if j:
+                    text = text + ","
+                text = text + np.array(_decimal(m.callsite_offsets[first + j]), dtype=object)
+            close[blocks] = text + "]}"
     hash_on = np.flatnonzero(feats_per_block & FEAT_BB_HASH)
     if len(hash_on):
         hashes = m.block_hash.tolist()
         for b in hash_on.tolist():
-            extras[b] += ',"hash":%d' % hashes[b]
-    return extras
+            close[b] = close[b][:-1] + ',"hash":%d}' % hashes[b]
+    return close.tolist()
 
 
 def iter_json(binary: Binary) -> Iterator[str]:
@@ -174,20 +179,19 @@ def iter_json(binary: Binary) -> Iterator[str]:
         pending += "}"
     gaps[B] = pending + '],"warnings":[%s]}\n' % ",".join(
         json.dumps(d.to_json()) for d in binary.diagnostics)
-    extras = _block_extras(m, feats_per_block)
+    closings = _block_closings(m, feats_per_block)
     for a in range(0, B, _CHUNK):
         b = min(B, a + _CHUNK)
         n = b - a
-        parts: list = [None] * (9 * n)
-        parts[0::9] = gaps[a:b]
-        parts[1::9] = _MD_PREFIX[m.block_md[a:b]].tolist()
-        parts[2::9] = _decimal(m.block_id[a:b])
-        parts[3::9] = [',"offset":'] * n
-        parts[4::9] = _decimal(m.block_offset[a:b])
-        parts[5::9] = [',"size":'] * n
-        parts[6::9] = _decimal(m.block_size[a:b])
-        parts[7::9] = extras[a:b]
-        parts[8::9] = ["}"] * n
+        parts: list = [None] * (8 * n)
+        parts[0::8] = gaps[a:b]
+        parts[1::8] = _MD_PREFIX[m.block_md[a:b]].tolist()
+        parts[2::8] = _decimal(m.block_id[a:b])
+        parts[3::8] = [',"offset":'] * n
+        parts[4::8] = _decimal(m.block_offset[a:b])
+        parts[5::8] = [',"size":'] * n
+        parts[6::8] = _decimal(m.block_size[a:b])
+        parts[7::8] = closings[a:b]
         yield "".join(parts)
     yield gaps[B]
 

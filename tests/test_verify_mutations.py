@@ -357,3 +357,23 @@ def test_v0_without_fallthrough_bits_is_not_judged(tmp_path):
     assert rep.ok, rep.format()
     assert any("CanFallThrough" in n for n in rep.notes)
     assert "note:" in rep.format()
+
+
+def test_block_order_ranges_of_two_functions_overlap(tmp_path):
+    """A block running into the next function: its range overlaps that function's."""
+    src = corpus_bin("c22-addrmap-pie")
+    rows = survey(src)
+    funcs = [r["func"] for r in rows]
+    first, second = funcs[0], next(f for f in funcs if f != funcs[0])
+    start2 = min(r["start"] for r in rows if r["func"] == second)
+
+    def edit(records):
+        fn = mutate.find_function(records, first)
+        last = fn.ranges[0].blocks[-1]
+        last.size = start2 + 4 - (fn.ranges[0].base + last.offset)
+    out = tmp_path / "m.pie"
+    mutate.rewrite_map(src, out, edit)
+    rep = verify(out)
+    assert "block-order" in rep.failed_checks
+    assert f"of function {first}" in rep.format() or f"function {first}" in rep.format()
+    assert "overlaps range 0" in rep.format()

@@ -53,14 +53,14 @@ class FunctionTable:
             raw = [parent_name(n) if "." in n else n for n in names]
             # one key per parent name, in address order (symbols are sorted by address, so
             # the first symbol of a key holds its lowest address)
-            canon = [i for i in range(nsym) if alias[i] == i]
-            for i in canon:
-                r = raw[i]
-                if r not in index:
-                    index[r] = len(t.names)
-                    t.raw_names.append(r)
-                    t.address.append(addrs[i])
-                    t.names.append(display[i] if r == names[i] else r)
+            first_of: dict[str, int] = {}
+            for i, a in enumerate(alias):
+                if a == i:
+                    first_of.setdefault(raw[i], i)
+            index = {r: k for k, r in enumerate(first_of)}
+            t.raw_names = list(first_of)
+            t.address = [addrs[i] for i in first_of.values()]
+            t.names = [display[i] if r == names[i] else r for r, i in first_of.items()]
             display_of = {n: d for n, d in zip(names, display) if n in index}
             for r, k in index.items():  # a part seen before its parent: show the parent
                 if r in display_of:

@@ -98,9 +98,10 @@ def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool  
     import shutil
 
     from bbmap.outputs.text import render_text
-    width = shutil.get_terminal_size((120, 40)).columns if tty else 120
+    term = tty and sys.stdout.isatty()  # a person at a terminal: rich tables, colour
+    width = shutil.get_terminal_size((120, 40)).columns if term else 120
     return render_text(result, top=20 if top is None else (top or 10**9), width=max(width, 80),
-                       color=tty and sys.stdout.isatty())
+                       color=term, rich=term)
 
 
 class _progress_bar:  # noqa: N801 - used like a function

@@ -30,6 +30,7 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50) -> dict:
     mmaps: dict[int, Counter] = defaultdict(Counter)
     exec_files: dict[int, dict[str, None]] = defaultdict(dict)
     comms: dict[int, str] = {}
+    mmap_ids: dict[tuple[str, str], None] = {}
     for item in p.stream(branches=True):
         if isinstance(item, SampleBatch):
             n = len(item)
@@ -55,6 +56,8 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50) -> dict:
                     mmaps[r.pid]["mmap2" if r.is_mmap2 else "mmap"] += 1
                     if r.is_exec:
                         exec_files[r.pid].setdefault(r.filename, None)
+                    if r.build_id:
+                        mmap_ids.setdefault((r.build_id, r.filename), None)
                 elif isinstance(r, CommRecord):
                     comms[r.pid] = r.comm
     events = []
@@ -77,6 +80,7 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50) -> dict:
         "events": events,
         "features": p.features,
         "build_ids": [b.to_json() for b in p.build_ids],
+        "mmap_build_ids": [{"build_id": b, "filename": f} for b, f in mmap_ids],
         "records": dict(sorted(p.record_counts.items())),
         "samples": {
             "total": total,

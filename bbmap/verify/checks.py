@@ -136,16 +136,10 @@ def _block_order(ctx: VerifyContext) -> Iterator[Finding]:
                               f"block {int(m.block_id[i])} {ctx.block_text(i)}", block=b,
                               address=int(s[b]))
     # ranges of all functions, per section
-    ext = []
-    for r in range(m.num_ranges):
-        b0, b1 = int(m.range_block_ptr[r]), int(m.range_block_ptr[r + 1])
-        if b1 == b0:
-            continue
-        lo = int(ctx.block_start[b0:b1].min())
-        hi = int(ctx.block_end[b0:b1].max())
-        if hi > lo:
-            ext.append((int(ctx.range_section[r]), lo, hi, r))
-    ext.sort()
+    lo_col, hi_col = ctx.range_start, ctx.range_end
+    keep = np.nonzero(hi_col > lo_col)[0]
+    ext = sorted(zip(ctx.range_section[keep].tolist(), lo_col[keep].tolist(),
+                     hi_col[keep].tolist(), keep.tolist()))
     prev: tuple[int, int, int, int] | None = None
     for cur in ext:
         if prev is not None and cur[0] == prev[0] and cur[1] < prev[2]:

@@ -241,12 +241,33 @@ class VerifyContext:
     def disassembler(self) -> Disassembler:
         return Disassembler(self.binary.machine, int(getattr(self.binary, "elfclass", 64)))
 
+    @cached_property
+    def range_end(self) -> np.ndarray:
+        """Per range: the largest block end, never before the base (u8)."""
+        m = self.m
+        base = m.range_base.astype(np.uint64)
+        out = base.copy()
+        counts = np.diff(m.range_block_ptr)
+        nz = np.nonzero(counts > 0)[0]
+        if len(nz):
+            ends = np.maximum.reduceat(self.block_end, m.range_block_ptr[nz].astype(np.int64))
+            out[nz] = np.maximum(ends, base[nz])
+        return out
+
+    @cached_property
+    def range_start(self) -> np.ndarray:
+        """Per range: the smallest block start (the base when it has no blocks) (u8)."""
+        m = self.m
+        out = m.range_base.astype(np.uint64).copy()
+        nz = np.nonzero(np.diff(m.range_block_ptr) > 0)[0]
+        if len(nz):
+            out[nz] = np.minimum.reduceat(self.block_start,
+                                          m.range_block_ptr[nz].astype(np.int64))
+        return out
+
     def range_extent(self, r: int) -> tuple[int, int]:
         """[base, end) of a range: to its last block's end (never before the base)."""
-        b0, b1 = int(self.m.range_block_ptr[r]), int(self.m.range_block_ptr[r + 1])
-        base = int(self.m.range_base[r])
-        end = int(self.block_end[b0:b1].max()) if b1 > b0 else base
-        return base, max(end, base)
+        return int(self.m.range_base[r]), int(self.range_end[r])
 
     @cached_property
     def code(self) -> CodeTable:

@@ -143,10 +143,11 @@ class Coverage:
                 for s in self.sections]
         rows.append(("total", sum(s.size for s in self.sections),
                      [self.totals[lab] for lab in LABELS]))
-        lines = [f"{'section':<16}{'size':>10}  " + "  ".join(
+        nw = max([16, *(len(r[0]) + 2 for r in rows)])
+        lines = [f"{'section':<{nw}}{'size':>10}  " + "  ".join(
             f"{lab:>{n}}" for lab, n in zip(LABELS, w))]
         for name, size, vals in rows:
-            lines.append(f"{name:<16}{size:>10}  " + "  ".join(
+            lines.append(f"{name:<{nw}}{size:>10}  " + "  ".join(
                 f"{v:>{n}}" for v, n in zip(vals, w)))
         return "\n".join(lines)
 
