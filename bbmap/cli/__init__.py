@@ -61,7 +61,7 @@ def main() -> None:
 def _register() -> None:
     import importlib
 
-    for name in ("dump", "perf_info", "lookup", "annotate", "verify"):
+    for name in ("dump", "perf_info", "lookup", "annotate", "verify", "cfg"):
         try:
             importlib.import_module(f"bbmap.cli.{name}")
         except ModuleNotFoundError as e:  # a subcommand still being written
