@@ -76,24 +76,24 @@ def _pgo_json(m: BlockMap, f: int, feat: int) -> str | None:
 _CHUNK = 100_000
 # A block is '{"metadata":{...},"id":N,"offset":N,"size":N[,callsites][,hash]}': key order
 # is not significant in JSON, and leading with the metadata makes it one shared string.
-_MD_PREFIX = np.array(['{"metadata":%s,"id":' % j for j in _MD_JSON], dtype=object)
-_SMALL = np.array([str(i) for i in range(1 << 16)], dtype=object)
+_MD_PREFIX = np.array([('{"metadata":%s,"id":' % j).encode() for j in _MD_JSON], dtype=object)
+_SMALL = np.array([str(i).encode() for i in range(1 << 16)], dtype=object)
 
 
-def _decimal(values: np.ndarray) -> list[str]:
+def _decimal(values: np.ndarray) -> list[bytes]:
     """Decimal strings of unsigned integers (table lookup for the small ones)."""
     big = values >= len(_SMALL)
     out = _SMALL[np.where(big, 0, values).astype(np.int64)].tolist()
     if big.any():
         for i in np.flatnonzero(big).tolist():
-            out[i] = str(int(values[i]))
+            out[i] = b"%d" % int(values[i])
     return out
 
 
-_CLOSE = np.array(["}", ',"callsite_offsets":[]}'], dtype=object)
+_CLOSE = np.array([b"}", b',"callsite_offsets":[]}'], dtype=object)
 
 
-def _block_closings(m: BlockMap, feats_per_block: np.ndarray) -> list[str]:
+def _block_closings(m: BlockMap, feats_per_block: np.ndarray) -> list[bytes]:
     """Per block: its optional callsite / hash keys and the closing brace."""
     cs_flag = (feats_per_block & FEAT_CALLSITE_OFFSETS) != 0
     close = _CLOSE[cs_flag.astype(np.int64)]
@@ -104,22 +104,22 @@ def _block_closings(m: BlockMap, feats_per_block: np.ndarray) -> list[str]:
         for k in np.unique(n[n > 0]).tolist():  # one vectorized pass per list length
             blocks = cs_on[n == k]
             first = ptr[blocks]
-            text = np.full(len(blocks), ',"callsite_offsets":[', dtype=object)
+            text = np.full(len(blocks), b',"callsite_offsets":[', dtype=object)
             for j in range(k):
                 if j:
-                    text = text + ","
+                    text = text + b","
                 text = text + np.array(_decimal(m.callsite_offsets[first + j]), dtype=object)
-            close[blocks] = text + "]}"
+            close[blocks] = text + b"]}"
     hash_on = np.flatnonzero(feats_per_block & FEAT_BB_HASH)
     if len(hash_on):
         hashes = m.block_hash.tolist()
         for b in hash_on.tolist():
-            close[b] = close[b][:-1] + ',"hash":%d}' % hashes[b]
+            close[b] = close[b][:-1] + b',"hash":%d}' % hashes[b]
     return close.tolist()
 
 
-def iter_json(binary: Binary) -> Iterator[str]:
-    """The dump as JSON text fragments (concatenate them).
+def iter_json(binary: Binary) -> Iterator[bytes]:
+    """The dump as UTF-8 JSON fragments (concatenate them).
 
     Everything between two blocks (closing a range, a function tail, the next
     function's header, the next range's prefix) is one "gap" string; the blocks
@@ -144,7 +144,7 @@ def iter_json(binary: Binary) -> Iterator[str]:
         else:
             sec = _esc(src.section_name)
         src_json.append((sec, source_format(src)))
-    gaps = [","] * (B + 1)
+    gaps: list[bytes] = [b","] * (B + 1)
     pending = '{"binary":%s,"build_id":%s,"functions":[' % (
         _esc(binary.path), _esc(binary.build_id) if binary.build_id else "null")
     rptr, bptr = m.func_range_ptr.tolist(), m.range_block_ptr.tolist()
@@ -168,7 +168,7 @@ def iter_json(binary: Binary) -> Iterator[str]:
                 extra += ',"num_blocks":%d' % declared[r]
             pending += '%s{"base_address":%d%s,"blocks":[' % ("," if j else "", bases[r], extra)
             if b > a:
-                gaps[a] = pending
+                gaps[a] = pending.encode()
                 pending = "]}"
             else:
                 pending += "]}"
@@ -177,8 +177,8 @@ def iter_json(binary: Binary) -> Iterator[str]:
         if names[f] is not None and disp[f] != names[f]:
             pending += ',"mangled":%s' % _esc(names[f])
         pending += "}"
-    gaps[B] = pending + '],"warnings":[%s]}\n' % ",".join(
-        json.dumps(d.to_json()) for d in binary.diagnostics)
+    gaps[B] = (pending + '],"warnings":[%s]}\n' % ",".join(
+        json.dumps(d.to_json()) for d in binary.diagnostics)).encode()
     closings = _block_closings(m, feats_per_block)
     for a in range(0, B, _CHUNK):
         b = min(B, a + _CHUNK)
@@ -187,12 +187,12 @@ def iter_json(binary: Binary) -> Iterator[str]:
         parts[0::8] = gaps[a:b]
         parts[1::8] = _MD_PREFIX[m.block_md[a:b]].tolist()
         parts[2::8] = _decimal(m.block_id[a:b])
-        parts[3::8] = [',"offset":'] * n
+        parts[3::8] = [b',"offset":'] * n
         parts[4::8] = _decimal(m.block_offset[a:b])
-        parts[5::8] = [',"size":'] * n
+        parts[5::8] = [b',"size":'] * n
         parts[6::8] = _decimal(m.block_size[a:b])
         parts[7::8] = closings[a:b]
-        yield "".join(parts)
+        yield b"".join(parts)
     yield gaps[B]
 
 
@@ -208,7 +208,7 @@ def _esc(s: str) -> str:
 def dump_json_text(path: str, *, demangle: bool = True, decoder: str = "fast",
                    debug_dirs=()) -> tuple[str, Binary]:
     b = load_binary(path, demangle=demangle, decoder=decoder, debug_dirs=debug_dirs)
-    return "".join(iter_json(b)), b
+    return b"".join(iter_json(b)).decode(), b
 
 
 def dump(path: str, demangle: bool = True, decoder: str = "fast") -> dict:

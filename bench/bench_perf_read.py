@@ -98,7 +98,7 @@ def write_lbr(path: str, target_bytes: int) -> tuple[int, int]:
     with PerfWriter(path, branch_sample_type=fmt.BR_ANY | 1, event_name="cycles:u") as w:
         w.add_comm(1000, 1000, "lbr-bench", exec_=True)
         w.add_mmap2(1000, 1000, base, 0x10000, 0, "/bench/lbr-bench")
-        size = w._fh.tell()
+        size = w.bytes_written
         per = len(w.sample_bytes(0, 0, 0, 0, 1, pool[0]))
         total = (target_bytes - size) // per + 1
         for i in range(total):
@@ -139,6 +139,11 @@ def main() -> None:
         print(f"[ip] bbmap whole process:            {wall:.3f} s (incl. Python start and "
               "numpy/bbmap imports)")
         print(f"[ip] RATIO bbmap read / perf script = {inner / perf_t:.3f}  (goal < 0.5)")
+        from bbmap.perf import PerfData, oracle
+
+        rows, _ = oracle.bbmap_samples(PerfData(ip_path))
+        same = oracle.same_multiset(rows, oracle.script_samples(ip_path))
+        print(f"[ip] every (pid, tid, time, ip) equal to perf script --ns: {same}")
         print(f"[ip] ratio incl. interpreter start  = {wall / perf_t:.3f}")
         if not args.skip_lbr:
             lbr_path = os.path.join(work, "lbr.perf.data")

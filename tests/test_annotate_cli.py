@@ -24,8 +24,9 @@ have_corpus = pytest.mark.skipif(not (os.path.exists(PROF) and os.path.exists(BI
 
 
 def run(*args):
+    """(exit code, stdout + stderr as a user sees them, stdout alone)."""
     r = CliRunner().invoke(main, ["annotate", *args])
-    return r.exit_code, r.output, r.stderr if hasattr(r, "stderr") else ""
+    return r.exit_code, r.output, r.stdout
 
 
 @have_corpus
@@ -152,12 +153,27 @@ def test_swapped_arguments_and_truncated_profile(tmp_path):
 
     raw = Path(PROF).read_bytes()
     cut.write_bytes(raw[: len(raw) // 2])
-    code, out, _ = run(str(cut), BIN, "--format", "json")
+    code, out, stdout = run(str(cut), BIN, "--format", "json")
     assert "Traceback" not in out
     # half a profile: whatever was read is reported, the damage is named, and the exit
-    # status says the output is incomplete when the reader flagged an error
-    doc = json.loads(out[: out.rindex("}") + 1])
+    # status says the output is incomplete
+    doc = json.loads(stdout)
     assert doc["totals"]["samples"] > 0
     assert doc["warnings"]
     assert code == 1
     assert any("damaged" in w["message"] for w in doc["warnings"] if w["severity"] == "error")
+
+
+def test_empty_profile_explained(tmp_path):
+    elf = _system_elf() or BIN
+    if not os.path.exists(elf):
+        pytest.skip("no ELF")
+    path = tmp_path / "empty.data"
+    w = _writer()(str(path), event_name="cpu-clock", attr_type=1)
+    w.add_comm(7, 7, "x")
+    w.close()
+    code, _, stdout = run(str(path), elf, "--format", "json")
+    assert code == 1
+    doc = json.loads(stdout)
+    assert doc["status"] == "nothing_mapped" and doc["totals"]["samples"] == 0
+    assert "no samples" in doc["warnings"][0]["message"]

@@ -154,3 +154,14 @@ def test_branch_slicing_equals_one_pass(monkeypatch):
     many = run(batch(ips, stacks=stacks))
     assert one.to_json() == many.to_json()
     assert many.accounting.total_branches == 21
+
+
+def test_period_sums_exact_beyond_float_precision():
+    from bbmap.annotate.samples import _add_weighted
+
+    acc = np.zeros(3, np.uint64)
+    big = np.uint64((1 << 62) + 1)
+    _add_weighted(acc, np.array([1, 1, 2]), np.array([big, np.uint64(1), np.uint64(5)]))
+    assert acc.tolist() == [0, (1 << 62) + 2, 5]
+    _add_weighted(acc, np.array([0, 0]), np.array([3, 4], np.uint64))
+    assert acc.tolist() == [7, (1 << 62) + 2, 5]

@@ -6,8 +6,13 @@ edge.  The profile samples 32-entry stacks every ~500 branches, so the estimates
 scaled sample: both sides are normalized to the same total and the **weighted error**
 ``sum |est - exact| / sum exact`` (L1 distance of the two distributions) is bounded.
 
-Measured (bbmap as of this commit): blocks 1.1-1.5 %, taken edges 1.7-2.0 %.
-Bounds: blocks <= 3 %, taken edges <= 4 %.
+Measured (bbmap as of this commit, corpus with a sample every ~800 branches, 779
+samples): blocks 2.4-2.8 %, taken edges 2.4-2.8 %.  Sampling noise dominates: each sample is
+one window of 32 consecutive branches, so windows, not ranges, are the sample size; rule
+variants (keeping the duplicated entry, counting re-entry after a call) move the error by
+under half a point, while a real mistake is gross (blocks shifted by one: 98 %; IP samples
+as execution counts: 99.9 %).  Bounds: blocks <= 5 %, taken edges <= 5 %.  The fine rules
+are pinned by the hand-computed and property tests (test_annotate_core/props).
 
 Independent oracles for the accounting: ``lbr-info.json`` (samples written) and
 ``perf script -F ip,brstack`` (the duplicated-newest-entry count).
@@ -28,8 +33,8 @@ from bbmap.binary import load_binary
 from bbmap.index import BlockIndex
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
-BLOCK_BOUND = 0.03
-EDGE_BOUND = 0.04
+BLOCK_BOUND = 0.05
+EDGE_BOUND = 0.05
 
 
 def _cases() -> list[tuple[str, str, str]]:

@@ -271,6 +271,13 @@ def test_lbr_exact_counts(p: dict[str, Any]) -> None:
     assert counts[("lay_die", 0)] == 0  # the cold error path never runs
     assert max(c or 0 for c in counts.values()) > 100_000
     assert sum(e["count"] for e in exact["edges"]) == exact["taken_branches_in_binary"]
+    # every sampled branch is one the traced run really took
+    base = int(p["lbr"]["base"], 16)
+    edges = {(int(e["from"], 16), int(e["to"], 16)) for e in exact["edges"]}
+    for line in (CORPUS / p["goldens"]["brstack"]).read_text().splitlines()[:200]:
+        for entry in line.split()[1:]:
+            f, t = (int(x, 16) - base for x in entry.split("/")[:2])
+            assert (f, t) in edges
 
 
 def test_perf_stats_parser() -> None:

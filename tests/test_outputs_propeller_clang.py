@@ -22,6 +22,7 @@ from bbmap.cli import main
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
 PROF = os.path.join(ROOT, "profiles", "c22-addrmap-pie-plain", "perf.data")
+LBR = os.path.join(ROOT, "lbr", "c22-addrmap-pie-lbr", "perf.data")  # edges drive the chains
 NAME = "c22-addrmap-pie"
 CLANG = shutil.which("clang-22")
 
@@ -44,11 +45,14 @@ def _compile(out: str, extra: list[str]) -> None:
     assert "warning" not in r.stderr.lower(), r.stderr
 
 
-@pytest.mark.parametrize("version", ["0", "1"])
-def test_cluster_file_drives_clang(tmp_path, version):
+@pytest.mark.parametrize("version,profile", [("0", PROF), ("1", PROF), ("1", LBR)],
+                         ids=["v0-ip", "v1-ip", "v1-lbr"])
+def test_cluster_file_drives_clang(tmp_path, version, profile):
+    if not os.path.exists(profile):
+        pytest.skip("profile not built")
     binary = os.path.join(ROOT, _entry()["path"])
     cl = tmp_path / "clusters.txt"
-    r = CliRunner().invoke(main, ["annotate", PROF, binary, "--format", "propeller",
+    r = CliRunner().invoke(main, ["annotate", profile, binary, "--format", "propeller",
                                   "--cluster-version", version, "-o", str(cl)])
     assert r.exit_code == 0, r.output
     want: dict[str, list[int]] = {}

@@ -140,6 +140,25 @@ def test_corpus_profiles_match_goldens(profile):
     assert not list(p.diagnostics)
 
 
+CORPUS_FILES = sorted(MANIFEST.parent.glob("**/perf.data")) if MANIFEST.is_file() else []
+
+
+@needs_perf
+@pytest.mark.parametrize("path", CORPUS_FILES,
+                         ids=[str(p.relative_to(MANIFEST.parent)) for p in CORPUS_FILES])
+def test_corpus_files_match_perf_directly(path):
+    """Every perf.data under corpus/, against the perf installed here (not only goldens)."""
+    p = PerfData(path)
+    rows, brows = oracle.bbmap_samples(p)
+    assert p.record_counts == oracle.report_d_stats(str(path))
+    perf_rows = oracle.script_samples(str(path))
+    assert oracle.same_multiset(rows, perf_rows), oracle.first_difference(rows, perf_rows)
+    if any(entries for _, entries in brows):
+        perf_br = oracle.script_brstack(str(path))
+        assert oracle.same_multiset(brows, perf_br), oracle.first_difference(brows, perf_br)
+    assert not list(p.diagnostics)
+
+
 WORKLOAD = ["sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"]
 LIVE_MODES = {
     "file": ["-e", "cpu-clock", "-c", "20000"],

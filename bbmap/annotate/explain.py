@@ -17,6 +17,7 @@ from bbmap.annotate.accounting import (
     IN_FUNCTION_NO_BLOCK,
     KERNEL,
     OTHER_DSO,
+    OTHER_PID,
     OUTSIDE_FUNCTION,
     Accounting,
 )
@@ -120,14 +121,22 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
         warn(f"build-id mismatch for {f}: profile {b}, binary {ev.binary_build_id}; "
              "samples were mapped by name and may land in the wrong blocks")
 
+    other_pid = int(acct.samples[OTHER_PID])
+    if in_binary == 0 and ev.pid is not None and other_pid:
+        err(f"--pid {ev.pid} leaves nothing: no sample of pid {ev.pid} is in {name}, and "
+            f"{other_pid} samples of other processes were excluded (see the pids that map "
+            f"{name} below, or drop --pid)")
+        return STATUS_NOTHING, out
+
     if in_binary == 0 and ev.binary_mmaps == 0:
         seen = _top(acct.dso_samples) if acct.dso_samples else "none"
         hint = (f"pass --name with the mapped file's name if {name} was renamed"
                 if not ev.name_override else f"--name {ev.name_override} matched nothing")
         if ev.pid is not None:
             hint += f"; --pid {ev.pid} may exclude it"
+        notes = f" [{'; '.join(ev.mapping_notes)}]" if ev.mapping_notes else ""
         err(f"{name} never appears in the profile's mmaps; DSOs that got samples: {seen} "
-            f"(kernel {int(acct.samples[KERNEL])}); {hint}")
+            f"(kernel {int(acct.samples[KERNEL])}); {hint}{notes}")
         return STATUS_NOTHING, out
 
     if not ev.has_block_map:

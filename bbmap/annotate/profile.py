@@ -76,12 +76,14 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
         evidence.mapping_notes.append(f"{path}: {ev.explain()}")
     for d in perf.diagnostics:
         warnings.append(d)
-    if getattr(perf, "trust_end", None) is not None:
+    stop = _damaged_at(perf)
+    if stop is not None:
         warnings.append(Diagnostic(
-            f"the profile is damaged: the counts cover only the {samples} samples before "
-            f"offset {perf.trust_end:#x}", file=path, severity="error"))
+            f"the profile is damaged or truncated: the counts cover only the {samples} "
+            f"samples before offset {stop:#x}", file=path, severity="error"))
+    explained = ev.explain()
     for d in pm.diagnostics:
-        if d.severity == "error" or ev.binary_mappings:
+        if d.message != explained:  # that one is part of the diagnosis (explain.py)
             warnings.append(d)
     if perf.lost or perf.lost_samples:
         warnings.append(Diagnostic(f"the kernel lost {perf.lost} events and "
@@ -166,3 +168,15 @@ def _moves_maps(r) -> bool:  # noqa: ANN001
     if isinstance(r, CommRecord):
         return r.is_exec
     return isinstance(r, ForkRecord)
+
+
+def _damaged_at(perf) -> int | None:  # noqa: ANN001
+    """Where the reader had to stop trusting the file (a broken record, or a data section
+    the file is too short for), or None when every record was read."""
+    if getattr(perf, "trust_end", None) is not None:
+        return int(perf.trust_end)
+    data = (getattr(perf, "header", None) or {}).get("data") or {}
+    end = int(data.get("offset", 0)) + int(data.get("size", 0))
+    if perf.mode == "file" and end > perf.file_size:
+        return int(perf.file_size)
+    return None

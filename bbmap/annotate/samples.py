@@ -14,8 +14,13 @@ from bbmap.annotate.resolve import Resolved
 
 
 def _add_weighted(acc: np.ndarray, idx: np.ndarray, weights: np.ndarray) -> None:
-    """``acc[idx] += weights`` exactly for u64 weights (np.add.at is slow, float rounds)."""
+    """``acc[idx] += weights`` exactly for u64 weights.  A float64 bincount is exact while
+    every partial sum stays below 2**53; beyond that, sort and reduce in integers."""
     if not len(idx):
+        return
+    if int(weights.sum(dtype=np.uint64)) < (1 << 53) and weights.max() < (1 << 53):
+        acc += np.bincount(idx, weights=weights.astype(np.float64),
+                           minlength=len(acc)).astype(np.uint64)
         return
     order = np.argsort(idx, kind="stable")
     si, sw = idx[order], weights[order].astype(np.uint64)

@@ -37,25 +37,34 @@ class _Stop(Exception):
 
 
 def _tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Terminator positions, ULEB values ending there, and a per-token 'malformed' flag."""
-    term = np.flatnonzero(b < 0x80)
-    starts = np.empty_like(term)
-    if len(term):
-        starts[0] = 0
-        starts[1:] = term[:-1] + 1
-    lens = term - starts + 1
-    vals = np.zeros(len(term), dtype=np.uint64)
-    maxlen = int(lens.max()) if len(lens) else 0
-    if len(term):
-        vals[:] = b[term] & 0x7F  # one-byte tokens: the common case
-        vals[lens > 1] = 0
-    for i in range(min(maxlen, MAX_ULEB_BYTES)):
-        sel = np.flatnonzero(lens > i)
-        if i == 0:
-            sel = np.flatnonzero(lens > 1)
-        byte = (b[starts[sel] + i] & 0x7F).astype(np.uint64)
-        vals[sel] |= byte << np.uint64(7 * i)
-    bad = (lens > MAX_ULEB_BYTES) | ((lens == MAX_ULEB_BYTES) & (b[term] > 1))
+    """Terminator positions, ULEB values ending there, and a per-token 'malformed' flag.
+
+    Indices are int32 and values uint32 unless the section needs wider (less memory
+    to fault in: a clang-sized map has ~10 million tokens).
+    """
+    itype = np.int32 if len(b) < 2**30 else np.int64
+    term = np.flatnonzero(b < 0x80).astype(itype)
+    ntok = len(term)
+    lens = np.empty(ntok, itype)
+    if ntok:
+        lens[0] = term[0] + 1
+        np.subtract(term[1:], term[:-1], out=lens[1:])
+    multi = np.flatnonzero(lens > 1)
+    ml = lens[multi]
+    maxlen = int(ml.max()) if len(ml) else 1
+    vtype = np.uint64 if maxlen > 4 else np.uint32
+    vals = b[term]
+    vals = (vals & 0x7F).astype(vtype)
+    bad = np.zeros(ntok, dtype="?")
+    if len(multi):
+        st = term[multi].astype(np.int64) - ml + 1
+        v = np.zeros(len(multi), np.uint64)
+        for i in range(min(maxlen, MAX_ULEB_BYTES)):
+            sel = np.flatnonzero(ml > i)
+            v[sel] |= (b[st[sel] + i] & 0x7F).astype(np.uint64) << np.uint64(7 * i)
+        vals[multi] = v.astype(vtype)
+        if maxlen >= MAX_ULEB_BYTES:
+            bad[multi] = (ml > MAX_ULEB_BYTES) | ((ml == MAX_ULEB_BYTES) & (b[term[multi]] > 1))
     return term, vals, bad
 
 
@@ -71,7 +80,7 @@ class _Walker:
         term, vals, bad = _tokens(b)
         self.term_np, self.vals_np, self.bad_np = term, vals, bad
         self.bad = memoryview(bad.view(np.uint8))
-        self.T = memoryview(term.astype(np.int64))
+        self.T = memoryview(term)
         self.V = vals  # patched in place when a token starts after a fixed field
         self.Vm = memoryview(vals)
         ctype = np.int32 if len(term) < 2**31 - 1 else np.int64
@@ -107,11 +116,14 @@ class _Walker:
     def chain(self) -> memoryview:
         """``next[t]``: the token after a callsite block starting at token ``t``."""
         if self._chain is None:
-            t = np.arange(self.ntok, dtype=np.int64)
-            ncs = np.full(self.ntok, self.ntok + 1, dtype=np.uint64)
-            ncs[:-2] = np.minimum(self.V[2:], np.uint64(self.ntok + 1))
-            self._chain_np = np.minimum(t + 5 + ncs.astype(np.int64), self.ntok + 1)
-            self._chain = memoryview(self._chain_np)
+            nt = self.ntok
+            ch = np.full(nt, nt + 1, dtype=np.int32 if nt < 2**29 else np.int64)
+            if nt > 2:
+                ch[:-2] = np.minimum(self.V[2:], nt + 1)
+                ch[:-2] += np.arange(5, nt + 3, dtype=ch.dtype)
+                np.minimum(ch, nt + 1, out=ch)
+            self._chain_np = ch
+            self._chain = memoryview(ch)
         return self._chain
 
     def tok(self, pos: int) -> int:
@@ -132,11 +144,76 @@ class _Walker:
                 val |= (self.data[p] & 0x7F) << shift
                 shift += 7
                 p += 1
-            if val >> 64:
+            if val >> (8 * self.V.itemsize):
                 raise _Stop
             self.V[k] = val
             self.bad_np[k] = False
         return k
+
+    def run_simple(self, pos: int, versioned: bool) -> int:
+        """Walk consecutive common records inline (one range, plain or callsite entries,
+        no PGO); return where a record needing the general walk (or the end) starts."""
+        data, n, T, Vm, cum, bad = self.data, self.n, self.T, self.Vm, self.cumm, self.bad
+        addr, asz, ntok, little = self.addr, self.asz, self.ntok, self.inp.little
+        f_off, f_ver, f_feat = self.f_off.append, self.f_ver.append, self.f_feat.append
+        f_nr, f_entry = self.f_nr.append, self.f_entry_tok.append
+        r_addr, r_raw, r_nb = self.r_addr_off.append, self.r_raw.append, self.r_nb.append
+        r_nblk, r_run = self.r_nblk.append, self.r_run.append
+        chain = self._chain
+        v = feat = hdr = 0
+        try:
+            while pos < n:
+                if versioned:
+                    v = data[pos]
+                    if v >= 5:
+                        feat = (data[pos + 1] | data[pos + 2] << 8) if little \
+                            else (data[pos + 1] << 8 | data[pos + 2])
+                        hdr = 3
+                    elif v >= 2:
+                        feat = data[pos + 1]
+                        hdr = 2
+                    else:
+                        return pos
+                    if feat & 0xDF or v > MAX_VERSION:
+                        return pos
+                a = pos + hdr
+                p = a + asz
+                k = cum[p]
+                if k >= ntok or (T[k - 1] + 1 if k else 0) != p or bad[k]:
+                    return pos
+                nb = Vm[k]
+                width = 4 if v >= 2 else 3
+                if nb * (width + (1 if feat else 0)) > n - T[k] - 1:
+                    return pos
+                k += 1
+                k0 = k
+                if feat:
+                    if chain is None:
+                        chain = self.chain()
+                    for _b in range(nb):
+                        k = chain[k]
+                    if k > ntok:
+                        return pos
+                    run = (k0, -1)
+                else:
+                    k += width * nb
+                    if k > ntok:
+                        return pos
+                    run = (k0, width)
+                r_raw(addr(data, a)[0])
+                r_addr(a)
+                r_nb(nb)
+                r_nblk(nb)
+                r_run(run)
+                f_off(pos)
+                f_ver(v)
+                f_feat(feat)
+                f_nr(1)
+                f_entry(-1)
+                pos = T[k - 1] + 1
+        except IndexError:
+            return pos
+        return pos
 
     def function(self, pos: int, versioned: bool) -> int:
         """Walk one record at ``pos``; return the next record's position."""
@@ -339,8 +416,11 @@ def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
     versioned = inp.kind != KIND_V0
     pos = 0
     stop_at = None
-    committed = (0, 0, 0)
     while pos < w.n:
+        pos = w.run_simple(pos, versioned)
+        if pos >= w.n:
+            break
+        committed = (len(w.r_nb), len(w.x_ks), len(w.p_freq))
         try:
             nxt = w.function(pos, versioned)
         except (_Stop, IndexError, struct.error):
@@ -348,7 +428,6 @@ def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
             stop_at = pos
             break
         w.f_off.append(pos)
-        committed = (len(w.r_nb), len(w.x_ks), len(w.p_freq))
         pos = nxt
     m, first_bad = _assemble(w, inp)
     diags: list[Diagnostic] = []
@@ -357,9 +436,13 @@ def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
         m = _truncate(m, first_bad)
     notes = Notes(inp)
     md_or = _md_or(m)
-    for f in range(m.num_functions):
-        check_record(notes, int(m.func_map_offset[f]), int(m.func_version[f]),
-                     int(m.func_feature[f]), md_or[f])
+    ver, feat = m.func_version.astype(np.int64), m.func_feature.astype(np.int64)
+    odd = ((ver == 1) & (feat != 0)) | ((md_or & ~0x1F) != 0)
+    odd |= (ver >= 2) & ((((feat & 0x20) != 0) & (ver < 3)) | (((feat & 0x40) != 0) & (ver < 4))
+                         | (((feat & 0x80) != 0) & (ver < 5)))
+    for f in np.flatnonzero(odd).tolist():
+        check_record(notes, int(m.func_map_offset[f]), int(ver[f]), int(feat[f]),
+                     int(md_or[f]))
     diags.extend(notes.diagnostics())
     if stop_at is not None:
         records, rdiags = decode_records(inp, start=stop_at)
@@ -373,16 +456,15 @@ def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
     return m, diags
 
 
-def _md_or(m: BlockMap) -> list[int]:
-    out = [0] * m.num_functions
+def _md_or(m: BlockMap) -> np.ndarray:
+    """Per function: the OR of its blocks' metadata."""
+    out = np.zeros(m.num_functions, np.int64)
     if not m.num_blocks:
         return out
     fb = m.range_block_ptr[m.func_range_ptr]
     nonempty = np.flatnonzero(np.diff(fb) > 0)
     if len(nonempty):
-        red = np.bitwise_or.reduceat(m.block_md, fb[:-1][nonempty])
-        for i, f in enumerate(nonempty.tolist()):
-            out[f] = int(red[i])
+        out[nonempty] = np.bitwise_or.reduceat(m.block_md, fb[:-1][nonempty])
     return out
 
 
@@ -463,103 +545,134 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     m.range_section = secs.astype("i4")
     first_range = m.func_range_ptr[:-1]
     m.func_address = m.range_base[first_range] if F else np.zeros(0, "u8")
-    # per-block version / feature
-    blocks_per_func = np.diff(m.range_block_ptr[m.func_range_ptr])
-    bver = np.repeat(m.func_version.astype(np.int64), blocks_per_func)
-    bfeat = np.repeat(m.func_feature.astype(np.int64), blocks_per_func)
-    beff = np.where(bver >= 2, bfeat, 0)
-    hasid = (bver >= 2).astype(np.int64)
-    has_cs = ((beff & 0x20) != 0).astype(np.int64)
-    block_func = np.repeat(np.arange(F), blocks_per_func)
-    # block first tokens
-    ks = np.zeros(B, np.int64)
-    ncs = np.zeros(B, np.int64)
-    hpos = np.full(B, -1, np.int64)
+    # per-block shape: IDs (v2+), callsite lists (bit 5); usually uniform per section
+    fptr = m.range_block_ptr[m.func_range_ptr]
+    blocks_per_func = np.diff(fptr)
+    fver = m.func_version
+    feff = np.where(fver >= 2, m.func_feature, 0).astype(np.int64)
+    if not F or bool((fver >= 2).all()):
+        hasid: int | np.ndarray = 1
+    elif bool((fver < 2).all()):
+        hasid = 0
+    else:
+        hasid = np.repeat((fver >= 2).astype(np.int8), blocks_per_func)
+    itype = np.int32 if w.ntok < 2**31 - 64 else np.int64
+    ks = np.empty(B, itype)
     run = np.array(w.r_run[:R], dtype=np.int64).reshape(-1, 2)
-    is_run = (run[:, 0] >= 0) & (run[:, 1] > 0) if R else np.zeros(0, "?")
+    is_run = (run[:, 0] >= 0) & (run[:, 1] > 0)
     if is_run.any():
         rr = np.flatnonzero(is_run)
         pos_blocks = _expand(m.range_block_ptr[rr], r_nblk[rr])
         ks[pos_blocks] = _expand(run[rr, 0], r_nblk[rr], run[rr, 1])
-    is_chain = run[:, 1] < 0 if R else np.zeros(0, "?")
+    is_chain = run[:, 1] < 0
     if is_chain.any():
         cr = np.flatnonzero(is_chain & (r_nblk > 0))
-        cur = run[cr, 0].copy()
+        nx = w._chain_np
+        cur = run[cr, 0].astype(nx.dtype)
         base = m.range_block_ptr[cr].copy()
         left = r_nblk[cr].copy()
-        nx = w._chain_np
+        last = len(nx) - 1
         while len(cur):
             ks[base] = cur
-            cur = nx[np.minimum(cur, len(nx) - 1)]
-            base += 1
             left -= 1
             keep = left > 0
             if not keep.all():
                 cur, base, left = cur[keep], base[keep], left[keep]
+            cur = nx[np.minimum(cur, last)]
+            base += 1
+    hpos = None
     if w.x_ks:
         xr = np.flatnonzero(~is_run & ~is_chain & (r_nblk > 0))
         pos_blocks = _expand(m.range_block_ptr[xr], r_nblk[xr])
-        ks[pos_blocks] = np.array(w.x_ks, np.int64)
+        ks[pos_blocks] = np.array(w.x_ks, itype)
+        hpos = np.full(B, -1, np.int64)
         hpos[pos_blocks] = np.array(w.x_hash, np.int64)
-    cs_idx = np.flatnonzero(has_cs)
-    ncs_tok = ks[cs_idx] + 1 + hasid[cs_idx]
-    ncs_val = V[ncs_tok]
-    bad_ncs = (ncs_val > U32) | w.bad_np[ncs_tok]
-    ncs[cs_idx] = np.where(bad_ncs, 0, ncs_val).astype(np.int64)
+    bad_tok = w.bad_np
+    any_bad_tok = bool(bad_tok.any())
+    wide = V.dtype.itemsize > 4
+    bad_blocks: list[np.ndarray] = []
     off_t = ks + hasid
-    size_t = off_t + 1 + has_cs * (1 + ncs)
+    size_t = off_t + 1
+    f_cs = (feff & 0x20) != 0
+    ncs_full = np.zeros(B, np.int64)
+    cs_idx = np.zeros(0, np.int64)
+    if f_cs.any():
+        cs_idx = np.flatnonzero(np.repeat(f_cs, blocks_per_func))
+        ncs_tok = off_t[cs_idx] + 1
+        ncs_c = V[ncs_tok].astype(np.int64)
+        bad_ncs = (ncs_c > U32) if wide else np.zeros(len(cs_idx), "?")
+        if any_bad_tok:
+            bad_ncs |= bad_tok[ncs_tok]
+        if bad_ncs.any():
+            bad_blocks.append(cs_idx[bad_ncs])
+            ncs_c[bad_ncs] = 0
+        ncs_full[cs_idx] = ncs_c
+        size_t[cs_idx] += 1 + ncs_c
     md_t = size_t + 1
-    ids = V[ks]
-    local = np.arange(B, dtype=np.int64) - np.repeat(m.range_block_ptr[:-1], r_nblk)
-    raw_id = np.where(hasid == 1, ids, local.astype(np.uint64))
     raw_off = V[off_t]
     raw_size = V[size_t]
     raw_md = V[md_t]
-    # callsites
-    cs_blocks = np.flatnonzero(ncs > 0)
+    if isinstance(hasid, int) and hasid:
+        raw_id = V[ks]
+    else:
+        local = np.arange(B, dtype=np.int64) - np.repeat(m.range_block_ptr[:-1], r_nblk)
+        raw_id = local.astype(V.dtype) if isinstance(hasid, int) else \
+            np.where(hasid == 1, V[ks], local.astype(V.dtype))
+    # callsites: running sums of the deltas, per block
     m.block_cs_ptr = np.zeros(B + 1, np.int64)
-    np.cumsum(ncs, out=m.block_cs_ptr[1:])
-    cs_tok = _expand(off_t[cs_blocks] + 2, ncs[cs_blocks])
-    deltas = V[cs_tok]
-    cs_abs = _seg_cumsum(deltas, m.block_cs_ptr[np.concatenate([cs_blocks, [B]])]
-                         if len(cs_blocks) else np.zeros(1, np.int64)) if len(cs_tok) else deltas
-    last_cs = np.zeros(B, np.uint64)
+    np.cumsum(ncs_full, out=m.block_cs_ptr[1:])
+    cs_blocks = np.flatnonzero(ncs_full)
+    size = raw_size.astype(np.uint64)
+    cs_abs = np.zeros(0, np.uint64)
     if len(cs_blocks):
-        last_cs[cs_blocks] = cs_abs[m.block_cs_ptr[cs_blocks + 1] - 1]
-    size = raw_size + last_cs
-    # value checks: any token touched that is malformed or over 32 bits
-    bad_tok = w.bad_np
-    checks32 = [raw_off, raw_size, raw_md, deltas, ncs.astype(np.uint64)]
-    bad_block = (raw_off > U32) | (raw_size > U32) | (raw_md > 0xFF) | (size > U32)
-    bad_block |= bad_tok[off_t] | bad_tok[size_t] | bad_tok[md_t] | (bad_tok[ks] & (hasid == 1))
-    bad_block |= (ids > U32) & (hasid == 1)
-    if len(cs_tok):
-        bad_cs = (deltas > U32) | bad_tok[cs_tok] | (cs_abs > U32)
+        cs_tok = _expand(off_t[cs_blocks] + 2, ncs_full[cs_blocks])
+        deltas = V[cs_tok].astype(np.uint64)
+        cs_abs = _seg_cumsum(deltas, m.block_cs_ptr[np.append(cs_blocks, B)])
+        last_cs = cs_abs[m.block_cs_ptr[cs_blocks + 1] - 1]
+        size[cs_blocks] += last_cs
+        bad_cs = cs_abs > U32
+        if wide:
+            bad_cs |= deltas > U32
+        if any_bad_tok:
+            bad_cs |= bad_tok[cs_tok]
         if bad_cs.any():
-            owner = np.repeat(cs_blocks, ncs[cs_blocks])
-            bad_block[owner[bad_cs]] = True
-    del checks32
-    bad_block[cs_idx[bad_ncs]] = True
-    if bad_block.any():
-        bad_func[block_func[bad_block]] = True
+            bad_blocks.append(np.repeat(cs_blocks, ncs_full[cs_blocks])[bad_cs])
+        over = size[cs_blocks] > U32
+        if over.any():
+            bad_blocks.append(cs_blocks[over])
+    # value checks: metadata over 8 bits, 32-bit fields over 32 bits, malformed tokens
+    bad_block = raw_md > 0xFF
+    if wide:
+        bad_block |= (raw_off > U32) | (raw_size > U32) | (raw_id > U32)
+    if any_bad_tok:
+        bad_block |= bad_tok[off_t] | bad_tok[size_t] | bad_tok[md_t]
+        if not isinstance(hasid, int) or hasid:
+            bad_block |= bad_tok[ks] & (hasid == 1)
+    bad_blocks.append(np.flatnonzero(bad_block))
+    bad_all = np.concatenate(bad_blocks)
+    if len(bad_all):
+        bad_func[np.searchsorted(fptr, bad_all, side="right") - 1] = True
     # absolute offsets: v0 from the function start, v1+ from the previous block's end
-    step = raw_off + size
-    cum = _seg_cumsum(step, m.range_block_ptr)
-    rel = cum - size
-    absolute = np.where(bver == 0, raw_off, rel)
+    step = raw_off.astype(np.uint64)
+    step += size
+    rel = _seg_cumsum(step, m.range_block_ptr)
+    rel -= size
+    if bool((fver == 0).any()):
+        rel = np.where(np.repeat(fver == 0, blocks_per_func), raw_off, rel)
     m.block_id = raw_id.astype("u4")
-    m.block_offset = absolute.astype("u8")
-    m.block_size = size.astype("u8")
-    m.block_md = (raw_md & np.uint64(0xFF)).astype("u1")
+    m.block_offset = rel
+    m.block_size = size
+    m.block_md = raw_md.astype("u1")
     m.callsite_offsets = cs_abs.astype("u4")
     # hashes
     m.block_hash = np.zeros(B, "u8")
-    hb = np.flatnonzero(hpos >= 0)
-    if len(hb):
-        raw = np.frombuffer(w.data, np.uint8)
-        idx = hpos[hb][:, None] + np.arange(8)
-        dt = np.dtype("<u8" if inp.little else ">u8")
-        m.block_hash[hb] = np.ascontiguousarray(raw[idx]).view(dt).ravel().astype("u8")
+    if hpos is not None:
+        hb = np.flatnonzero(hpos >= 0)
+        if len(hb):
+            raw = np.frombuffer(w.data, np.uint8)
+            idx = hpos[hb][:, None] + np.arange(8)
+            dt = np.dtype("<u8" if inp.little else ">u8")
+            m.block_hash[hb] = np.ascontiguousarray(raw[idx]).view(dt).ravel().astype("u8")
     # PGO
     m.func_entry_count = np.zeros(F, "u8")
     et = np.array(w.f_entry_tok[:F], np.int64)
@@ -571,7 +684,14 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     m.block_freq = np.zeros(B, "u8")
     m.block_postlink_freq = np.zeros(B, "u8")
     m.block_succ_ptr = np.zeros(B + 1, np.int64)
-    pgo_f = (np.where(m.func_version >= 2, m.func_feature, 0) & 0x06) != 0
+    m.succ_id, m.succ_prob, m.succ_postlink = np.zeros(0, "u4"), np.zeros(0, "u4"), \
+        np.zeros(0, "u8")
+    pgo_f = (feff & 0x06) != 0
+    if not pgo_f.any():
+        m.func_name = [None] * F
+        first_bad = int(np.argmax(bad_func)) if bad_func.any() else None
+        return m, first_bad
+    block_func = np.repeat(np.arange(F), blocks_per_func)
     pgo_blocks = np.flatnonzero(np.repeat(pgo_f, blocks_per_func)) if B else np.zeros(0, int)
     P = len(pgo_blocks)
     nsucc = np.zeros(B, np.int64)

@@ -300,7 +300,7 @@ class Binary:
         lm = label_block_map(self)
         if lm is not None and lm.num_functions:
             maps.append(lm)
-        out = BlockMap.concat(maps)
+        out = maps[0] if len(maps) == 1 else BlockMap.concat(maps)
         if not self.is_relocatable:
             self._fill_range_sections(out)
         if self.is_relocatable:

@@ -44,6 +44,19 @@ class SymbolTable:
     def bind(self) -> np.ndarray:
         return self.info >> 4
 
+    def names_at(self, indices: np.ndarray) -> list[str]:
+        """Names of many entries at once (NUL positions found with numpy)."""
+        if not len(indices):
+            return []
+        st = self.strtab
+        nuls = np.flatnonzero(np.frombuffer(st, np.uint8) == 0)
+        starts = self.name_off[indices]
+        ends = nuls[np.minimum(np.searchsorted(nuls, starts), len(nuls) - 1)] \
+            if len(nuls) else np.full(len(starts), len(st))
+        ends = np.where(ends >= starts, ends, len(st))
+        return [st[a:b].decode("utf-8", "replace")
+                for a, b in zip(starts.tolist(), ends.tolist())]
+
     def name(self, i: int) -> str:
         off = int(self.name_off[i])
         end = self.strtab.find(b"\0", off)
@@ -126,16 +139,22 @@ def name_functions(addresses: np.ndarray, sections: np.ndarray, table: SymbolTab
     order = np.lexsort((cand, rank, table.value[cand]))  # by value, then global, then index
     cand = cand[order]
     vals = table.value[cand]
-    pos = np.searchsorted(vals, addresses)
-    for f in range(len(addresses)):
-        p = int(pos[f])
-        a = int(addresses[f])
-        while p < len(cand) and int(vals[p]) == a:
-            i = int(cand[p])
-            if not relocatable or int(table.shndx[i]) == int(sections[f]):
-                out[f] = table.name(i)
-                break
-            p += 1
+    lo = np.searchsorted(vals, addresses, side="left")
+    hi = np.searchsorted(vals, addresses, side="right")
+    hit = hi > lo
+    if relocatable:  # the candidate must also lie in the function's section
+        for f in np.flatnonzero(hit).tolist():
+            for p in range(int(lo[f]), int(hi[f])):
+                i = int(cand[p])
+                if int(table.shndx[i]) == int(sections[f]):
+                    out[f] = table.name(i)
+                    break
+        return out
+    # linked images: the first candidate (globals first, then table order) wins
+    firsts = cand[lo[hit]]
+    names = table.names_at(firsts)
+    for f, n in zip(np.flatnonzero(hit).tolist(), names):
+        out[f] = n
     return out
 
 

@@ -28,16 +28,25 @@ def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
     from bbmap.binary import load_binary
 
     b = load_binary(binary, demangle=not no_demangle, debug_dirs=debug_dirs, decoder=decoder)
-    parts = iter_json(b) if as_json else iter_text(b)
-    if output:
-        with atomic_open(output) as fh:
-            for p in parts:
-                fh.write(p)
+    if as_json:
+        parts = iter_json(b)  # UTF-8 bytes
     else:
-        out = sys.stdout
-        for p in parts:
-            out.write(p)
-        out.flush()
+        parts = (t.encode() for t in iter_text(b))
+    try:
+        if output:
+            with atomic_open(output, "wb") as fh:
+                for p in parts:
+                    fh.write(p)
+        else:
+            out = sys.stdout.buffer
+            for p in parts:
+                out.write(p)
+            out.flush()
+    except BrokenPipeError:  # `bbmap dump ... | head`: the reader has seen enough
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_OK)
     problems = [d for d in b.diagnostics if d.severity == "error"]
     for d in problems:
         click.echo(f"bbmap: error: {d}", err=True)

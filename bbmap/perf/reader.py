@@ -475,11 +475,15 @@ class PerfData:
                 rec = self._side_record(st, typ, misc, mv, off, size, seq_here, origin)
                 if rec is not None:
                     st.side.append(rec)
+                if origin is None and off - self._released >= _RELEASE_STEP:
+                    self._release(off)  # (pages fault back in if still needed)
             elif typ in (fmt.REC_COMPRESSED, fmt.REC_COMPRESSED2):
                 st.seq = seq
                 yield from self._flush_samples(st, npbuf, origin, decode_only=True)
                 yield from self._compressed(st, typ, mv, off, size)
                 seq = st.seq
+                if origin is None and off - self._released >= _RELEASE_STEP:
+                    self._release(off)
                 chunk = st.chunk - st.nparts
             elif typ == fmt.REC_TIME_CONV or typ == fmt.REC_ID_INDEX:
                 self._info_record(typ, mv, off, size, origin)

@@ -48,6 +48,8 @@ class PerfWriter:
                                       | fmt.S_IDENTIFIER | fmt.S_ADDR | fmt.S_STREAM_ID)
         if unsupported:
             raise ValueError(f"the writer does not produce sample_type bits {unsupported:#x}")
+        if branch_sample_type & fmt.BR_COUNTERS:
+            raise ValueError("the writer does not produce branch counters")
         self.path = os.fspath(path)
         self.pipe = pipe
         self.sample_type = sample_type
@@ -89,6 +91,11 @@ class PerfWriter:
             self._ids_offset = self._attrs_offset + len(self._attr_bytes) + 16
             self._data_offset = fmt.align(self._ids_offset + 8, 8)
             self._fh.write(b"\0" * self._data_offset)
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes in the output so far (records still waiting for compression excluded)."""
+        return self._fh.tell()
 
     # ------------------------------------------------------------------ records
     def _emit(self, rec: bytes) -> None:

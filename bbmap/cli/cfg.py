@@ -1,0 +1,149 @@
+"""``bbmap cfg PERF_DATA... BINARY``: pictures of block heat (SVG) or the CFG as DOT."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+
+import click
+
+from bbmap.cli import EXIT_PROBLEMS, guarded, main
+from bbmap.errors import BBMapError
+
+FORMATS = ("svg", "dot")
+
+
+@main.command("cfg")
+@click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
+@click.option("--function", "functions", multiple=True, metavar="NAME",
+              help="draw this function (demangled or raw name; .cold/.__part.N parts fold "
+                   "into their parent; repeatable)")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="without --function: the hottest N functions (overview rows and pictures)")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="svg (default; .dot/.gv outputs default to dot) or Graphviz dot")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
+              help="write here (atomically)")
+@click.option("--heat", type=click.Choice(("auto", "samples", "count")), default="auto",
+              show_default=True,
+              help="colour by samples or LBR execution count (auto: count when LBR)")
+@click.option("--name", "name", default=None,
+              help="the binary's file name as the profile mapped it (if renamed or moved)")
+@click.option("--pid", type=int, default=None, help="only samples of this process")
+@click.option("--no-demangle", is_flag=True, help="show raw (mangled) names")
+@click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="where to look for separate debug files (repeatable)")
+@click.option("--keep-duplicate-lbr", is_flag=True,
+              help="do not drop a duplicated newest LBR entry")
+@guarded
+def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: str | None,
+            output: str, heat: str, name: str | None, pid: int | None, no_demangle: bool,
+            debug_dirs: tuple[str, ...], keep_duplicate_lbr: bool) -> None:
+    """Draw BINARY's functions with the block heat of PERF_DATA (files or @listfiles).
+
+    SVG: without --function, an overview heat strip of the hottest functions followed by
+    a picture of each; with --function, a picture of each named one.  DOT: one digraph
+    per function.  Exit 1 when nothing could be put in a block.
+    """
+    from bbmap.annotate import annotate
+    from bbmap.atomic import write_atomic
+
+    if len(inputs) < 2:
+        raise BBMapError("need at least one perf.data file and the binary "
+                         "(bbmap cfg perf.data ./binary -o out.svg)")
+    *perf_paths, binary = inputs
+    if _is_perf_data(binary):
+        raise BBMapError(f"{binary} is perf data, but the last argument must be the binary "
+                         "(bbmap cfg perf.data ./binary -o out.svg)")
+    if fmt is None:
+        fmt = "dot" if output.lower().endswith((".dot", ".gv")) else "svg"
+    result = annotate(perf_paths, binary, name_override=name, pid=pid,
+                      demangle=not no_demangle, debug_dirs=debug_dirs,
+                      drop_duplicate_newest=not keep_duplicate_lbr)
+    keys = find_functions(result, functions, binary) if functions else None
+    labels = range_labels(binary, debug_dirs)
+    if fmt == "dot":
+        from bbmap.outputs.dot import render_dot
+        text = render_dot(result, keys, top=top, heat=heat, range_labels=labels)
+    else:
+        from bbmap.outputs.svg import render_svg
+        text = render_svg(result, keys, top=top, heat=heat, range_labels=labels)
+    write_atomic(output, text)
+    if result.failed:
+        errors = [d for d in result.warnings if d.severity == "error"]
+        for d in errors:
+            click.echo(f"bbmap: error: {d}", err=True)
+        if not errors:
+            click.echo("bbmap: error: nothing could be put in a block", err=True)
+        sys.exit(EXIT_PROBLEMS)
+
+
+def find_functions(result, names: tuple[str, ...] | list[str], binary: str  # noqa: ANN001
+                   ) -> list[int]:
+    """Function keys for ``names``, in the order given (duplicates dropped).
+
+    A name matches a function's display (demangled) name, its raw name, or either after
+    folding a ``.cold`` / ``.__part.N`` suffix; failing that, a demangled name without its
+    parameter list (``parse_number`` for ``parse_number(std::string const&)``), which
+    may match several overloads (all are drawn).  An unknown name is an error that lists
+    the closest names."""
+    from bbmap.binary.types import parent_name
+
+    ft = result.functions
+    display, raw = ft.names, ft.raw_names
+    keys: list[int] = []
+    for q in names:
+        qp = parent_name(q)
+        hit = [k for k in range(ft.num_keys)
+               if q in (display[k], raw[k]) or qp in (display[k], raw[k])]
+        if not hit:
+            hit = [k for k in range(ft.num_keys) if _bare(display[k]) in (q, qp)]
+        if not hit:
+            raise BBMapError(f"no function named {q!r} in {binary}; "
+                             + _closest(q, display + raw))
+        keys += [k for k in hit if k not in keys]
+    return keys
+
+
+def _bare(name: str) -> str:
+    """A demangled name without its parameter list (and qualifiers after it)."""
+    i = name.find("(")
+    return name[:i] if i > 0 else name
+
+
+def _closest(q: str, candidates: list[str]) -> str:
+    uniq = sorted(set(candidates))
+    low = q.lower()
+    near = [c for c in uniq if low in c.lower()][:5]
+    for c in difflib.get_close_matches(q, uniq, n=5, cutoff=0.5):
+        if c not in near:
+            near.append(c)
+    if not near:
+        return f"no close match among its {len(uniq)} function names"
+    return "closest: " + ", ".join(near[:5])
+
+
+def range_labels(binary: str, debug_dirs: tuple[str, ...] = ()) -> dict[int, str]:
+    """Part suffix (``.cold``, ``.__part.1``) of the symbol at each address, to name the
+    ranges of split functions; empty if the symbols cannot be read."""
+    from bbmap.binary import load_binary
+    from bbmap.binary.types import parent_name
+
+    try:
+        syms = load_binary(binary, debug_dirs=debug_dirs, demangle=False).symbols
+    except (BBMapError, OSError):
+        return {}
+    out: dict[int, str] = {}
+    for name, addr in zip(syms.names, syms.address.tolist()):
+        parent = parent_name(name)
+        if parent != name and name.startswith(parent):
+            out.setdefault(int(addr), name[len(parent):])
+    return out
+
+
+def _is_perf_data(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8) == b"PERFILE2"
+    except OSError:
+        return False
