@@ -76,24 +76,24 @@ def _pgo_json(m: BlockMap, f: int, feat: int) -> str | None:
 _CHUNK = 100_000
 # A block is '{"metadata":{...},"id":N,"offset":N,"size":N[,callsites][,hash]}': key order
 # is not significant in JSON, and leading with the metadata makes it one shared string.
-_MD_PREFIX = np.array([('{"metadata":%s,"id":' % j).encode() for j in _MD_JSON], dtype=object)
-_SMALL = np.array([str(i).encode() for i in range(1 << 16)], dtype=object)
+_MD_PREFIX = np.array(['{"metadata":%s,"id":' % j for j in _MD_JSON], dtype=object)
+_SMALL = np.array([str(i) for i in range(1 << 16)], dtype=object)
 
 
-def _decimal(values: np.ndarray) -> list[bytes]:
+def _decimal(values: np.ndarray) -> list[str]:
     """Decimal strings of unsigned integers (table lookup for the small ones)."""
     big = values >= len(_SMALL)
     out = _SMALL[np.where(big, 0, values).astype(np.int64)].tolist()
     if big.any():
         for i in np.flatnonzero(big).tolist():
-            out[i] = b"%d" % int(values[i])
+            out[i] = str(int(values[i]))
     return out
 
 
-_CLOSE = np.array([b"}", b',"callsite_offsets":[]}'], dtype=object)
+_CLOSE = np.array(["}", ',"callsite_offsets":[]}'], dtype=object)
 
 
-def _block_closings(m: BlockMap, feats_per_block: np.ndarray) -> list[bytes]:
+def _block_closings(m: BlockMap, feats_per_block: np.ndarray) -> list[str]:
     """Per block: its optional callsite / hash keys and the closing brace."""
     cs_flag = (feats_per_block & FEAT_CALLSITE_OFFSETS) != 0
     close = _CLOSE[cs_flag.astype(np.int64)]
@@ -104,17 +104,17 @@ def _block_closings(m: BlockMap, feats_per_block: np.ndarray) -> list[bytes]:
         for k in np.unique(n[n > 0]).tolist():  # one vectorized pass per list length
             blocks = cs_on[n == k]
             first = ptr[blocks]
-            text = np.full(len(blocks), b',"callsite_offsets":[', dtype=object)
+            text = np.full(len(blocks), ',"callsite_offsets":[', dtype=object)
             for j in range(k):
                 if j:
-                    text = text + b","
+                    text = text + ","
                 text = text + np.array(_decimal(m.callsite_offsets[first + j]), dtype=object)
-            close[blocks] = text + b"]}"
+            close[blocks] = text + "]}"
     hash_on = np.flatnonzero(feats_per_block & FEAT_BB_HASH)
     if len(hash_on):
         hashes = m.block_hash.tolist()
         for b in hash_on.tolist():
-            close[b] = close[b][:-1] + b',"hash":%d}' % hashes[b]
+            close[b] = close[b][:-1] + ',"hash":%d}' % hashes[b]
     return close.tolist()
 
 
@@ -144,56 +144,73 @@ def iter_json(binary: Binary) -> Iterator[bytes]:
         else:
             sec = _esc(src.section_name)
         src_json.append((sec, source_format(src)))
-    gaps: list[bytes] = [b","] * (B + 1)
-    pending = '{"binary":%s,"build_id":%s,"functions":[' % (
+    doc_head = '{"binary":%s,"build_id":%s,"functions":[' % (
         _esc(binary.path), _esc(binary.build_id) if binary.build_id else "null")
-    rptr, bptr = m.func_range_ptr.tolist(), m.range_block_ptr.tolist()
-    bases, rsecs = m.range_base.tolist(), m.range_section.tolist()
-    declared = m.range_num_blocks.tolist()
-    fsrc, fver = m.func_source.tolist(), m.func_version.tolist()
-    faddr, foff = m.func_address.tolist(), m.func_map_offset.tolist()
+    doc_tail = '],"warnings":[%s]}\n' % ",".join(
+        json.dumps(d.to_json()) for d in binary.diagnostics)
+    rsecs = m.range_section.tolist()
     text_sec = {i: ',"text_section":{"index":%d,"name":%s}' % (i, _esc(secnames.get(i, "?")))
                 for i in set(rsecs) if i >= 0}
-    for f in range(F):
-        sec, fmt = src_json[fsrc[f]] if src_json else ("null", "unknown")
-        feat = int(feats[f])
-        pending += ('%s{"name":%s,"address":%d,"section":%s,"format":{"source":"%s",'
-                    '"version":%d,"feature":%d,"map_offset":%d},"ranges":[' % (
-                        "," if f else "", _esc(disp[f]) if disp[f] is not None else "null",
-                        faddr[f], sec, fmt, fver[f], feat, foff[f]))
-        for j, r in enumerate(range(rptr[f], rptr[f + 1])):
-            a, b = bptr[r], bptr[r + 1]
-            extra = text_sec.get(rsecs[r], "")
-            if declared[r] != b - a:
-                extra += ',"num_blocks":%d' % declared[r]
-            pending += '%s{"base_address":%d%s,"blocks":[' % ("," if j else "", bases[r], extra)
-            if b > a:
-                gaps[a] = pending.encode()
-                pending = "]}"
-            else:
-                pending += "]}"
-        pgo = _pgo_json(m, f, feat)
-        pending += "]" + (',"pgo":%s' % pgo if pgo else "")
-        if names[f] is not None and disp[f] != names[f]:
-            pending += ',"mangled":%s' % _esc(names[f])
-        pending += "}"
-    gaps[B] = (pending + '],"warnings":[%s]}\n' % ",".join(
-        json.dumps(d.to_json()) for d in binary.diagnostics)).encode()
+    text_sec[-1] = ""
+    if not src_json:
+        src_json = [("null", "unknown")]
+    srcs = [src_json[i] for i in m.func_source.tolist()]
+    heads = ['{"name":%s,"address":%d,"section":%s,"format":{"source":"%s","version":%d,'
+             '"feature":%d,"map_offset":%d},"ranges":[' % (
+                 _esc(n) if n is not None else "null", a, sf[0], sf[1], v, ft, o)
+             for n, a, sf, v, ft, o in zip(disp, m.func_address.tolist(), srcs,
+                                           m.func_version.tolist(), feats.tolist(),
+                                           m.func_map_offset.tolist())]
+    declared, nblk = m.range_num_blocks.tolist(), np.diff(m.range_block_ptr).tolist()
+    rprefix = ['{"base_address":%d%s%s,"blocks":[' % (
+                   base, text_sec[sec], "" if d == k else ',"num_blocks":%d' % d)
+               for base, sec, d, k in zip(m.range_base.tolist(), rsecs, declared, nblk)]
+    tails = ["]}"] * F
+    for f in np.flatnonzero(feats & 0x07).tolist():
+        pgo = _pgo_json(m, f, int(feats[f]))
+        if pgo:
+            tails[f] = '],"pgo":%s}' % pgo
+    for f, (n, d) in enumerate(zip(names, disp)):
+        if n is not None and d != n:
+            tails[f] = tails[f][:-1] + ',"mangled":%s}' % _esc(n)
+    gaps = np.full(B + 1, ",", dtype=object)
+    rptr = m.func_range_ptr
+    if F and bool((np.diff(rptr) == 1).all()) and bool((fblocks > 0).all()):
+        # every function one non-empty range: the gap before its first block is
+        # the previous function's closing, its header and its range prefix
+        prev = [doc_head] + ["]}" + t + "," for t in tails[:-1]]
+        gaps[m.range_block_ptr[:-1]] = [p + h + r for p, h, r in zip(prev, heads, rprefix)]
+        gaps[B] = "]}" + tails[-1] + doc_tail
+    else:
+        pending = doc_head
+        bptr = m.range_block_ptr.tolist()
+        rp = rptr.tolist()
+        for f in range(F):
+            pending += ("," if f else "") + heads[f]
+            for j, r in enumerate(range(rp[f], rp[f + 1])):
+                pending += ("," if j else "") + rprefix[r]
+                if bptr[r + 1] > bptr[r]:
+                    gaps[bptr[r]] = pending
+                    pending = "]}"
+                else:
+                    pending += "]}"
+            pending += tails[f]
+        gaps[B] = pending + doc_tail
     closings = _block_closings(m, feats_per_block)
     for a in range(0, B, _CHUNK):
         b = min(B, a + _CHUNK)
         n = b - a
         parts: list = [None] * (8 * n)
-        parts[0::8] = gaps[a:b]
+        parts[0::8] = gaps[a:b].tolist()
         parts[1::8] = _MD_PREFIX[m.block_md[a:b]].tolist()
         parts[2::8] = _decimal(m.block_id[a:b])
-        parts[3::8] = [b',"offset":'] * n
+        parts[3::8] = [',"offset":'] * n
         parts[4::8] = _decimal(m.block_offset[a:b])
-        parts[5::8] = [b',"size":'] * n
+        parts[5::8] = [',"size":'] * n
         parts[6::8] = _decimal(m.block_size[a:b])
         parts[7::8] = closings[a:b]
-        yield b"".join(parts)
-    yield gaps[B]
+        yield "".join(parts).encode()
+    yield gaps[B].encode()
 
 
 _PLAIN = re.compile(r'[\x00-\x1f"\\\x7f-\U0010ffff]')

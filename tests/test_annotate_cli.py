@@ -177,3 +177,11 @@ def test_empty_profile_explained(tmp_path):
     doc = json.loads(stdout)
     assert doc["status"] == "nothing_mapped" and doc["totals"]["samples"] == 0
     assert "no samples" in doc["warnings"][0]["message"]
+
+
+@have_corpus
+def test_outputs_byte_identical_between_runs():
+    for fmt in ("json", "csv", "propeller", "symorder", "text"):
+        a = run(PROF, BIN, "--format", fmt)[2]
+        b = run(PROF, BIN, "--format", fmt)[2]
+        assert a == b and a, fmt

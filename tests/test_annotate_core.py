@@ -165,3 +165,19 @@ def test_period_sums_exact_beyond_float_precision():
     assert acc.tolist() == [0, (1 << 62) + 2, 5]
     _add_weighted(acc, np.array([0, 0]), np.array([3, 4], np.uint64))
     assert acc.tolist() == [7, (1 << 62) + 2, 5]
+
+
+def test_fresh_and_merge_equal_one_annotator():
+    ips = [rt(0x1004), rt(0x2004), LIBC + 3]
+    stacks = [[(rt(0x1012), L), (L, rt(0x1000))], [(rt(0x2016), rt(0x3000))], []]
+    one = Annotator(block_map(), symbols())
+    r = resolver()
+    one.add_batch(batch(ips, stacks=stacks), r)
+    one.add_batch(batch(ips[:1], stacks=stacks[:1]), r)
+    main = Annotator(block_map(), symbols())
+    for b in (batch(ips, stacks=stacks), batch(ips[:1], stacks=stacks[:1])):
+        sub = main.fresh()
+        sub.add_batch(b, r)
+        main.merge(sub)
+    kw = dict(binary="t", build_id=None, profiles=[])
+    assert one.result(**kw).to_json() == main.result(**kw).to_json()

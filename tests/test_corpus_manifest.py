@@ -24,7 +24,7 @@ BY_NAME = {b["name"]: b for b in BINARIES}
 SHT_MAP = {0x6FFF4C08, 0x6FFF4C0A}
 KINDS = {"pie", "nopie", "so", "obj", "stripped", "debug"}
 PROFILE_KINDS = {"plain", "callgraph", "pipe", "zstd", "so", "two-processes",
-                 "injected-buildids", "buildid-mmap", "lbr", "skylake-quirk"}
+                 "injected-buildids", "buildid-mmap", "lbr", "skylake-quirk", "hw-index"}
 LIMIT_BYTES = 40 * 1024 * 1024
 
 sys.path.insert(0, str(CORPUS / "tools"))
@@ -207,14 +207,14 @@ def test_profile_files_and_header(p: dict[str, Any]) -> None:
 def test_profile_goldens_agree(p: dict[str, Any]) -> None:
     stats = json.loads((CORPUS / p["goldens"]["report_D_stats"]).read_text())
     assert stats["SAMPLE"] == p["samples"]
-    assert p["samples"] > (500 if "lbr" in p["kinds"] else 1000)
+    assert p["samples"] > (300 if "lbr" in p["kinds"] else 1000)
     lines = (CORPUS / p["goldens"]["script"]).read_text().splitlines()
     if "callgraph" not in p["kinds"]:
         assert len([ln for ln in lines if ln.strip()]) == p["samples"]
     assert ("COMPRESSED" in stats) == ("zstd" in p["kinds"])
     buildids = (CORPUS / p["goldens"]["buildid_list"]).read_text()
     expect_ids = not ({"pipe", "zstd"} & set(p["kinds"])) or \
-        {"injected-buildids", "buildid-mmap"} & set(p["kinds"])
+        {"injected-buildids", "buildid-mmap", "lbr"} & set(p["kinds"])
     for name in p["binaries"]:
         bid = BY_NAME[name]["build_id"]
         assert (bid in buildids) == bool(expect_ids), (name, bid)
@@ -248,7 +248,8 @@ def test_lbr_stacks(p: dict[str, Any]) -> None:
     for line in (CORPUS / p["goldens"]["brstack"]).read_text().splitlines():
         if not line.strip():
             continue
-        ip, *entries = line.split()
+        ip, *tokens = line.split()
+        entries = [t for t in tokens if "/" in t]  # pipe-mode output adds the symbol
         pairs = [tuple(int(x, 16) for x in e.split("/")[:2]) for e in entries]
         assert len(pairs) == p["lbr"]["depth"] == 32
         assert pairs[0][1] == int(ip, 16), "entry 0 is the newest branch: its target is the ip"
@@ -275,7 +276,7 @@ def test_lbr_exact_counts(p: dict[str, Any]) -> None:
     base = int(p["lbr"]["base"], 16)
     edges = {(int(e["from"], 16), int(e["to"], 16)) for e in exact["edges"]}
     for line in (CORPUS / p["goldens"]["brstack"]).read_text().splitlines()[:200]:
-        for entry in line.split()[1:]:
+        for entry in [t for t in line.split()[1:] if "/" in t]:
             f, t = (int(x, 16) - base for x in entry.split("/")[:2])
             assert (f, t) in edges
 

@@ -96,8 +96,6 @@ class BranchAggregator:
         self._edge_counts = np.zeros(0, np.int64)
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self._pending_n = 0
-        self.samples_with_stack = 0
-        self.stack_depths = np.zeros(0, np.int64)  # histogram of entries per sample
 
     # ---------------------------------------------------------------- batch
     def add(self, br_ptr: np.ndarray, br_from: np.ndarray, br_to: np.ndarray,
@@ -108,13 +106,6 @@ class BranchAggregator:
             return
         self.acct.total_branches += n_ent
         counts = np.diff(br_ptr).astype(np.int64)
-        self.samples_with_stack += int((counts > 0).sum())
-        depth = np.bincount(counts)
-        if len(depth) > len(self.stack_depths):
-            depth[: len(self.stack_depths)] += self.stack_depths
-            self.stack_depths = depth
-        else:
-            self.stack_depths[: len(depth)] += depth
         sample_of = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
         first = br_ptr[:-1].astype(np.int64)
 
@@ -245,14 +236,6 @@ class BranchAggregator:
         self._pending.append((other._edge_keys, other._edge_counts))
         self._pending_n += len(other._edge_keys)
         self._fold()
-        self.samples_with_stack += other.samples_with_stack
-        d = other.stack_depths
-        if len(d) > len(self.stack_depths):
-            d = d.copy()
-            d[: len(self.stack_depths)] += self.stack_depths
-            self.stack_depths = d
-        else:
-            self.stack_depths[: len(d)] += d
 
     # -------------------------------------------------------------- results
     def block_counts(self) -> np.ndarray:

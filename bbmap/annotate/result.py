@@ -149,40 +149,58 @@ class AnnotateResult:
         return out
 
     # ---------------------------------------------------------------- JSON
-    def to_json(self, top: int | None = None) -> dict:
-        m = self.block_map
-        start = self.block_start
-        funcs = []
-        for fv in self.hot_functions(top):
-            blocks = []
-            for b in fv.blocks.tolist():
-                blocks.append({
-                    "id": int(m.block_id[b]), "address": int(start[b]),
-                    "size": int(m.block_size[b]), "flags": self.block_flags(b),
-                    "samples": int(self.block_samples[b]),
-                    "period": int(self.block_period[b]), "count": int(self.block_count[b])})
-            edges = []
-            for e in fv.edges.tolist():
-                edges.append({
-                    "from": self.edge_endpoint(int(self.edge_from[e]), fv.key),
-                    "to": self.edge_endpoint(int(self.edge_to[e]), fv.key),
-                    "count": int(self.edge_count[e]), "kind": EDGE_KINDS[int(self.edge_kind[e])]})
-            edges.sort(key=lambda d: (-d["count"], str(d["from"]), str(d["to"]), d["kind"]))
-            funcs.append({"name": fv.name, "address": fv.address, "samples": fv.samples,
-                          "period": fv.period, "count": fv.count,
-                          "ranges": self._ranges_json(fv), "blocks": blocks,
-                          "edges": edges})
-        acct = self.accounting.to_json()
+    def columns(self) -> dict[str, list]:
+        """Per-block and per-edge columns as Python lists, converted once (JSON/CSV loop
+        over slices of these instead of converting numpy scalars one by one)."""
+        if not hasattr(self, "_cols"):
+            m = self.block_map
+            flag_names = [[n for n, bit in MD_NAMES.items() if md & bit] for md in range(256)]
+            self._cols = {
+                "id": m.block_id.tolist(), "address": self.block_start.tolist(),
+                "size": m.block_size.tolist(),
+                "flags": [flag_names[md] for md in m.block_md.tolist()],
+                "samples": self.block_samples.tolist(), "period": self.block_period.tolist(),
+                "count": self.block_count.tolist(), "key": self._block_key.tolist(),
+                "e_from": self.edge_from.tolist(), "e_to": self.edge_to.tolist(),
+                "e_count": self.edge_count.tolist(), "e_kind": self.edge_kind.tolist()}
+        return self._cols
+
+    def function_json(self, fv: FunctionView) -> dict:
+        """One entry of the JSON ``functions`` list (spec/annotate-json.md)."""
+        c = self.columns()
+        names = self.functions.names
+        ids, keys = c["id"], c["key"]
+        blocks = [{"id": ids[b], "address": c["address"][b], "size": c["size"][b],
+                   "flags": c["flags"][b], "samples": c["samples"][b],
+                   "period": c["period"][b], "count": c["count"][b]}
+                  for b in fv.blocks.tolist()]
+
+        def end(b: int) -> int | str:
+            return ids[b] if keys[b] == fv.key else f"{names[keys[b]]}:{ids[b]}"
+
+        edges = [{"from": end(c["e_from"][e]), "to": end(c["e_to"][e]),
+                  "count": c["e_count"][e], "kind": EDGE_KINDS[c["e_kind"][e]]}
+                 for e in fv.edges.tolist()]
+        edges.sort(key=lambda d: (-d["count"], str(d["from"]), str(d["to"]), d["kind"]))
+        return {"name": fv.name, "address": fv.address, "samples": fv.samples,
+                "period": fv.period, "count": fv.count, "ranges": self._ranges_json(fv),
+                "blocks": blocks, "edges": edges}
+
+    def header_json(self) -> dict:
+        """Everything of the JSON document except ``functions`` and ``warnings``."""
         return {
             "format_version": JSON_FORMAT_VERSION,
             "binary": self.binary,
             "build_id": self.build_id,
             "status": self.status,
             "profiles": [p.to_json() for p in self.profiles],
-            "totals": acct,
-            "functions": funcs,
-            "warnings": [d.to_json() for d in self.warnings],
+            "totals": self.accounting.to_json(),
         }
+
+    def to_json(self, top: int | None = None) -> dict:
+        return {**self.header_json(),
+                "functions": [self.function_json(fv) for fv in self.hot_functions(top)],
+                "warnings": [d.to_json() for d in self.warnings]}
 
 
 def _span(m: BlockMap, f: int) -> tuple[int, int]:

@@ -22,7 +22,12 @@ from elftools.elf import enums
 from elftools.elf.elffile import ELFFile
 
 from bbmap.binary.mapinput import KIND_BB_INFO, KIND_V0, KIND_VERSIONED, MapInput
-from bbmap.binary.relocs import load_relocations
+from bbmap.binary.relocs import (
+    RELOC_TYPES,
+    Relocations,
+    load_relocations,
+    read_symbol_columns,
+)
 from bbmap.binary.symbols import (
     SymbolTable,
     function_symbols,
@@ -261,11 +266,11 @@ class Binary:
                        little=self.little_endian, file=self.path, label=label, source=source)
         if self.is_relocatable:
             diags: list[Diagnostic] = []
-            relocs = load_relocations(self.sections, self.section_data, sec.index, len(data),
-                                      is64=self.elfclass == 64,
-                                      address_size=self.address_size,
-                                      little=self.little_endian, label=label,
-                                      file=self.path, diags=diags)
+            rel = self._reloc_sections.get(sec.index)
+            relocs = None if rel is None else load_relocations(
+                rel, self.section_data, len(data), is64=self.elfclass == 64,
+                address_size=self.address_size, little=self.little_endian, label=label,
+                file=self.path, diags=diags, symbol_columns=self._symbol_columns)
             self.diagnostics.extend(diags)
             if relocs is None:
                 if not diags:
@@ -276,31 +281,92 @@ class Binary:
                 inp.relocs = relocs
         return inp
 
-    def decode_section(self, sec: SectionInfo) -> BlockMap | None:
-        inp = self.map_input(sec)
-        if inp is None:
-            return None
+    @cached_property
+    def _reloc_sections(self) -> dict[int, SectionInfo]:
+        """Relocation sections by the section they apply to (``sh_info``)."""
+        out: dict[int, SectionInfo] = {}
+        for s in self.sections:
+            if s.sh_type in RELOC_TYPES:
+                out.setdefault(s.sh_info, s)
+        return out
+
+    def _symbol_columns(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        cache = self.__dict__.setdefault("_symcols", {})
+        if index not in cache:
+            if not 0 < index < len(self.sections) or self.sections[index].sh_type not in (2, 11):
+                raise KeyError(index)
+            cache[index] = read_symbol_columns(self.section_data(index),
+                                               self.elfclass == 64, self.little_endian)
+        return cache[index]
+
+    def _decoder(self):
         if self.decoder == "ref":
             from bbmap.binary.decode_ref import decode_section_ref as decode
         else:
             from bbmap.binary.decode_fast import decode_section_fast as decode
-        m, diags = decode(inp)
+        return decode
+
+    def decode_batch(self, inputs: list[MapInput]) -> BlockMap | None:
+        """Decode many small map sections of one kind as one buffer (a ``.o`` built with
+        -ffunction-sections has one per function).  None if any of them needs to be
+        decoded on its own (a fault, a warning, missing relocations)."""
+        if self.is_relocatable and not all(isinstance(i.relocs, Relocations) for i in inputs):
+            return None
+        bases = np.zeros(len(inputs) + 1, np.int64)
+        np.cumsum([len(i.data) for i in inputs], out=bases[1:])
+        first = inputs[0]
+        joined = MapInput(data=b"".join(i.data for i in inputs), kind=first.kind,
+                          address_size=first.address_size, little=first.little,
+                          file=first.file, label=first.label, source=first.source)
+        if self.is_relocatable:
+            joined.relocs = Relocations.merge([i.relocs for i in inputs], bases[:-1].tolist())
+        m, diags = self._decoder()(joined)
+        if diags:
+            return None
+        starts = m.func_map_offset.astype(np.int64)
+        nonempty = bases[:-1][np.diff(bases) > 0]
+        if not np.isin(nonempty, starts).all():
+            return None  # a record would span two sections: decode them one by one
+        which = np.searchsorted(bases, starts, side="right") - 1
+        m.func_source = which.astype("i4")
+        m.func_map_offset = (starts - bases[which]).astype("u8")
+        m.sources = [i.source for i in inputs]
+        return m
+
+    def decode_section(self, sec: SectionInfo) -> BlockMap | None:
+        inp = self.map_input(sec)
+        if inp is None:
+            return None
+        m, diags = self._decoder()(inp)
         self.diagnostics.extend(diags)
         return m
 
     @cached_property
     def block_map(self) -> BlockMap:
         maps = []
+        groups: list[list[SectionInfo]] = []
         for sec in self.map_sections():
-            m = self.decode_section(sec)
-            if m is not None and m.num_functions:
-                maps.append(m)
+            if groups and groups[-1][-1].sh_type == sec.sh_type and sec.name != BB_INFO_SECTION:
+                groups[-1].append(sec)
+            else:
+                groups.append([sec])
+        for group in groups:
+            inputs = [i for i in (self.map_input(s) for s in group) if i is not None]
+            batch = self.decode_batch(inputs) if len(inputs) > 1 else None
+            if batch is not None:
+                maps.append(batch)
+                continue
+            for inp in inputs:
+                m, diags = self._decoder()(inp)
+                self.diagnostics.extend(diags)
+                if m.num_functions:
+                    maps.append(m)
         from bbmap.binary.labels import label_block_map
 
         lm = label_block_map(self)
         if lm is not None and lm.num_functions:
             maps.append(lm)
-        out = maps[0] if len(maps) == 1 else BlockMap.concat(maps)
+        out = maps[0] if len(maps) == 1 else _concat(maps)
         if not self.is_relocatable:
             self._fill_range_sections(out)
         if self.is_relocatable:
@@ -338,3 +404,24 @@ def load_binary(path: str | os.PathLike, *, debug_dirs=(), demangle: bool = True
                 decoder: str = "fast") -> Binary:
     """Open ``path`` as ELF; raise :class:`BBMapError` if it is not one."""
     return Binary(path, debug_dirs=debug_dirs, demangle=demangle, decoder=decoder)
+
+
+def _concat(maps: list[BlockMap]) -> BlockMap:
+    """:meth:`BlockMap.concat` for maps with distinct sources (linear, not quadratic)."""
+    offsets = np.cumsum([0] + [len(m.sources) for m in maps])
+    shifted = []
+    for m, off in zip(maps, offsets[:-1].tolist()):
+        c = BlockMap(**{k: getattr(m, k) for k in BlockMap.ARRAY_FIELDS})
+        c.func_source = (m.func_source + off).astype("i4")
+        c.func_name = list(m.func_name or [None] * m.num_functions)
+        shifted.append(c)
+    out = BlockMap.concat([_without_sources(c) for c in shifted])
+    out.sources = [s for m in maps for s in m.sources]
+    out.func_source = np.concatenate([c.func_source for c in shifted]) if shifted \
+        else out.func_source
+    return out
+
+
+def _without_sources(m: BlockMap) -> BlockMap:
+    m.sources = []
+    return m

@@ -85,6 +85,16 @@ class Relocations:
         self.file = file
         self.mask = (1 << (8 * address_size)) - 1
 
+    @classmethod
+    def merge(cls, parts: list[Relocations], bases: list[int]) -> Relocations:
+        """One table for maps laid end to end (``bases``: where each map starts)."""
+        return cls(offsets=np.concatenate([p.offsets + np.uint64(b) for p, b in zip(parts, bases)]),
+                   values=np.concatenate([p.sym_values for p in parts]),
+                   sections=np.concatenate([p.sections for p in parts]),
+                   is_rel=parts[0].is_rel, address_size=parts[0].address_size,
+                   little=parts[0].little, map_data=b"", label=parts[0].label,
+                   file=parts[0].file)
+
     def resolve(self, offset: int, raw: int) -> tuple[int, int]:
         i = int(np.searchsorted(self.offsets, offset))
         if i >= len(self.offsets) or int(self.offsets[i]) != offset:
@@ -110,20 +120,16 @@ class Relocations:
         return vals.astype("u8"), self.sections[idx_c], bad
 
 
-def load_relocations(sections, section_data, map_index: int, map_size: int, *,
-                     is64: bool, address_size: int, little: bool, label: str,
-                     file: str | None, diags: list[Diagnostic]) -> Relocations | None:
-    """The relocations applying to section ``map_index`` (sh_info), or None if absent.
+def load_relocations(rel, section_data, map_size: int, *, is64: bool, address_size: int,
+                     little: bool, label: str, file: str | None, diags: list[Diagnostic],
+                     symbol_columns=None) -> Relocations | None:
+    """Read relocation section ``rel`` (a SectionInfo whose sh_info is the map).
 
-    ``sections`` are :class:`~bbmap.binary.types.SectionInfo`; ``section_data(i)``
-    returns a section's bytes.  Entries pointing outside the map, or at symbols that
-    do not exist, are refused with an error naming the relocation section and the
-    entry's byte offset.
+    ``section_data(i)`` returns a section's bytes; ``symbol_columns(i)`` (optional,
+    for caching) returns ``(st_value, st_shndx)`` of symbol table ``i``.  Entries
+    pointing outside the map, or at symbols that do not exist, are refused with an
+    error naming the relocation section and the entry's byte offset.
     """
-    rel = next((s for s in sections if s.sh_type in RELOC_TYPES and s.sh_info == map_index),
-               None)
-    if rel is None:
-        return None
     rlabel = f"section [{rel.index}] {rel.name}"
     end = "<" if little else ">"
     kind = rel.sh_type
@@ -151,11 +157,13 @@ def load_relocations(sections, section_data, map_index: int, map_size: int, *,
         diags.append(Diagnostic(f"unreadable relocations: {e.message}", file, rlabel,
                                 e.offset, "error"))
         return None
-    if rel.sh_link >= len(sections):
-        diags.append(Diagnostic(f"sh_link {rel.sh_link} names no section", file, rlabel, None,
-                                "error"))
+    try:
+        sym_value, sym_shndx = (symbol_columns(rel.sh_link) if symbol_columns else
+                                read_symbol_columns(section_data(rel.sh_link), is64, little))
+    except (IndexError, KeyError):
+        diags.append(Diagnostic(f"sh_link {rel.sh_link} names no symbol table", file, rlabel,
+                                None, "error"))
         return None
-    sym_value, sym_shndx = _symbol_columns(section_data(rel.sh_link), is64, little)
     keep = np.ones(len(offs), "?")
     outside = offs + np.uint64(address_size) > np.uint64(map_size)
     badsym = syms >= np.uint64(len(sym_value))
@@ -175,7 +183,7 @@ def load_relocations(sections, section_data, map_index: int, map_size: int, *,
                        map_data=b"", label=label, file=file)
 
 
-def _symbol_columns(data: bytes, is64: bool, little: bool) -> tuple[np.ndarray, np.ndarray]:
+def read_symbol_columns(data: bytes, is64: bool, little: bool) -> tuple[np.ndarray, np.ndarray]:
     end = "<" if little else ">"
     if is64:
         dt = np.dtype([("name", end + "u4"), ("info", "u1"), ("other", "u1"),

@@ -143,12 +143,15 @@ def name_functions(addresses: np.ndarray, sections: np.ndarray, table: SymbolTab
     hi = np.searchsorted(vals, addresses, side="right")
     hit = hi > lo
     if relocatable:  # the candidate must also lie in the function's section
-        for f in np.flatnonzero(hit).tolist():
-            for p in range(int(lo[f]), int(hi[f])):
-                i = int(cand[p])
-                if int(table.shndx[i]) == int(sections[f]):
-                    out[f] = table.name(i)
-                    break
+        first: dict[tuple[int, int], int] = {}
+        for i, v, sh in zip(cand.tolist(), vals.tolist(), table.shndx[cand].tolist()):
+            first.setdefault((sh, v), i)
+        keys = zip(np.asarray(sections).tolist(), np.asarray(addresses).tolist())
+        chosen = [first.get(k, -1) for k in keys]
+        picked = [f for f, i in enumerate(chosen) if i >= 0]
+        for f, n in zip(picked, table.names_at(np.array([chosen[f] for f in picked],
+                                                         dtype=np.int64))):
+            out[f] = n
         return out
     # linked images: the first candidate (globals first, then table order) wins
     firsts = cand[lo[hit]]

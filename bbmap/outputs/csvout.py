@@ -22,18 +22,21 @@ def render_csv(result: AnnotateResult, *, top: int | None = None) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS)
-    m = result.block_map
+    c = result.columns()
+    names = result.functions.names
+    ids, keys = c["id"], c["key"]
     for fv in result.hot_functions(top):
         for b in fv.blocks.tolist():
-            w.writerow(("block", fv.name, int(m.block_id[b]), f"{int(result.block_start[b]):#x}",
-                        int(m.block_size[b]), "|".join(result.block_flags(b)),
-                        int(result.block_samples[b]), int(result.block_period[b]),
-                        int(result.block_count[b]), "", ""))
+            w.writerow(("block", fv.name, ids[b], f"{c['address'][b]:#x}", c["size"][b],
+                        "|".join(c["flags"][b]), c["samples"][b], c["period"][b],
+                        c["count"][b], "", ""))
         for e in fv.edges.tolist():
-            w.writerow(("edge", fv.name, result.edge_endpoint(int(result.edge_from[e]), fv.key),
-                        "", "", "", "", "", int(result.edge_count[e]),
-                        result.edge_endpoint(int(result.edge_to[e]), fv.key),
-                        EDGE_KINDS[int(result.edge_kind[e])]))
+            f, t = c["e_from"][e], c["e_to"][e]
+            w.writerow(("edge", fv.name,
+                        ids[f] if keys[f] == fv.key else f"{names[keys[f]]}:{ids[f]}",
+                        "", "", "", "", "", c["e_count"][e],
+                        ids[t] if keys[t] == fv.key else f"{names[keys[t]]}:{ids[t]}",
+                        EDGE_KINDS[c["e_kind"][e]]))
     a = result.accounting
     per = a.period_buckets()
     for name, n in a.sample_buckets().items():

@@ -33,12 +33,11 @@ from bbmap.model import (
     MD_IS_EH_PAD,
 )
 
-K_FALLTHROUGH = EDGE_KINDS.index("fallthrough")
-
-# ColorBrewer YlOrRd without its palest stop: every channel but the last segment's blue
-# falls, so luminance falls with the count (the tests check it).  Zero is white.
-RAMP = ("#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a", "#e31a1c", "#bd0026",
-        "#800026")
+# ColorBrewer YlOrRd without its palest stop, the two darkest stops' blue lowered so
+# that every channel falls along the ramp: luminance then falls with the count at every
+# step, rounding included (the tests check it).  Zero is white.
+RAMP = ("#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a", "#e31a1c", "#bd0018",
+        "#800014")
 ZERO_FILL = "#ffffff"
 
 # block metadata marks: (bit, badge text, legend text)
@@ -56,7 +55,10 @@ CH = 6.6  # width of one character at 11px monospace
 BOX_W = 300
 GUTTER = 52  # left of each column: fall-through counts
 MIN_H = 20
+MIN_H_COLD = 6  # cold blocks of a big function
 GAP = 10  # between consecutive blocks: the fall-through connector
+GAP_COMPACT = 4  # ... in a big function, unless the fall-through has a count
+COMPACT_BLOCKS = 120
 COL_HEAD = 38
 ARC_BASE = 16
 LANE_W = 8
@@ -205,6 +207,20 @@ class FunctionData:
     out: list[Edge]  # from this function to another; ``dst`` is the target block
     into: list[Edge]  # from another function into this one
     omitted_edges: int = 0  # taken edges beyond MAX_EDGES (lightest)
+    _by_block: tuple[dict[int, list[Edge]], dict[int, list[Edge]]] | None = None
+
+    def edges_at(self, b: int) -> tuple[list[Edge], list[Edge]]:
+        """(edges leaving, edges entering) block ``b``, heaviest first; indexed once so a
+        function with thousands of blocks and edges is not quadratic."""
+        if self._by_block is None:
+            outs: dict[int, list[Edge]] = {}
+            ins: dict[int, list[Edge]] = {}
+            for e in sorted(self.taken + self.out, key=_heaviest_first):
+                outs.setdefault(e.src, []).append(e)
+            for e in sorted(self.taken + self.into, key=_heaviest_first):
+                ins.setdefault(e.dst, []).append(e)
+            self._by_block = (outs, ins)
+        return self._by_block[0].get(b, []), self._by_block[1].get(b, [])
 
     @property
     def blocks(self) -> list[int]:
@@ -317,12 +333,11 @@ def block_tooltip(ctx: PictureContext, fd: FunctionData, b: int) -> str:
             return f"bb {int(m.block_id[x])}"
         return f"{ctx.name_of_block(x)} bb {int(m.block_id[x])}"
 
-    outs = [e for e in fd.taken + fd.out if e.src == b][:6]
+    outs, ins = fd.edges_at(b)
     if b in fd.fall:
         lines.append(f"falls through: {_n(fd.fall[b])}")
-    lines += [f"-> {ref(e.dst)} ({e.kind}) {_n(e.count)}" for e in outs]
-    ins = [e for e in fd.taken + fd.into if e.dst == b][:6]
-    lines += [f"<- {ref(e.src)} ({e.kind}) {_n(e.count)}" for e in ins]
+    lines += [f"-> {ref(e.dst)} ({e.kind}) {_n(e.count)}" for e in outs[:6]]
+    lines += [f"<- {ref(e.src)} ({e.kind}) {_n(e.count)}" for e in ins[:6]]
     return "\n".join(lines)
 
 
@@ -423,6 +438,14 @@ def _width(t: float, tmax: float, lo: float = 1.0, hi: float = 6.0) -> float:
     return lo + (hi - lo) * min(math.log1p(t) / math.log1p(tmax), 1.0)
 
 
+def _opacity(t: float, tmax: float) -> float:
+    """Light edges fade (0.3 .. 0.9) so a fan of hundreds (a jump table) stays a haze
+    around the heavy edges instead of a solid band."""
+    if t <= 0 or tmax <= 0:
+        return 0.3
+    return 0.3 + 0.6 * min(math.log1p(t) / math.log1p(tmax), 1.0)
+
+
 def _assign_lanes(spans: list[tuple[float, float]]) -> list[int]:
     """Interval colouring: shortest spans nearest the column, nested ones outside."""
     order = sorted(range(len(spans)), key=lambda i: (spans[i][1] - spans[i][0], i))
@@ -471,13 +494,22 @@ def _function_svg(ctx: PictureContext, fd: FunctionData, anchor: str, y0: float
     top = head_h + legend_h + 8
     boxes: dict[int, _Box] = {}
     col_h = []
+    # a big function keeps every block, but its cold ones (no heat, no drawn edge) shrink
+    # to thin unlabelled boxes (the tooltip still tells all), so the hot code stands out
+    compact = len(blocks) > COMPACT_BLOCKS
+    touched = {b for e in fd.taken for b in (e.src, e.dst)} | set(fd.fall)
+    touched |= {nxt for c in fd.columns for b, nxt in zip(c.blocks, c.blocks[1:])
+                if b in fd.fall}
     for ci, c in enumerate(fd.columns):
         y = top + COL_HEAD
+        gap = GAP
         for b in c.blocks:
-            h = max(MIN_H, int(m.block_size[b]) * ppb)
+            cold = compact and vals[b] == 0 and b not in touched
+            h = max(MIN_H_COLD if cold else MIN_H, int(m.block_size[b]) * ppb)
             boxes[b] = _Box(0.0, y, h, ci)
-            y += h + GAP
-        col_h.append(y - GAP - top)
+            gap = GAP if not compact or b in fd.fall else GAP_COMPACT
+            y += h + gap
+        col_h.append(y - gap - top)
 
     # lanes for arcs inside each column, then horizontal placement
     inside = [e for e in fd.taken if boxes[e.src].col == boxes[e.dst].col]
@@ -553,6 +585,7 @@ def _function_svg(ctx: PictureContext, fd: FunctionData, anchor: str, y0: float
     drawn = sorted(fd.taken, key=lambda e: (e.count, -e.src, -e.dst, e.kind))
     label_min = sorted((e.count for e in fd.taken), reverse=True)[:24]
     label_floor = label_min[-1] if label_min else 0
+    labels: list[str] = []
     for e in drawn:
         sb, db = boxes[e.src], boxes[e.dst]
         w = _width(e.count, emax)
@@ -582,12 +615,15 @@ def _function_svg(ctx: PictureContext, fd: FunctionData, anchor: str, y0: float
             lx = (sx + 3 * (sx + k1) + 3 * (tx + k2) + tx) / 8 + 3
             ly = (sy + 3 * sy + 3 * ty + ty) / 8 - 3
             cls, dash = "edge taken cross", ' stroke-dasharray="6 3"'
+        # an edge into another range is what a split costs: never let it fade out
+        op = _opacity(e.count, emax) if mk != "cross" else max(0.75, _opacity(e.count, emax))
         o.append(f'<path class="{cls}" d="{path}" stroke="{colour}" stroke-width="{_f(w)}" '
-                 f'stroke-opacity="0.85"{dash} marker-end="url(#arr-{mk})" {attrs}>'
+                 f'stroke-opacity="{_f(op)}"{dash} marker-end="url(#arr-{mk})" {attrs}>'
                  f"<title>{esc(_edge_title(ctx, e))}</title></path>")
         if e.count >= label_floor and e.count > 0:
-            o.append(f'<text class="lbl" x="{_f(lx)}" y="{_f(ly)}" fill="{colour}">'
-                     f"{esc(_compact(e.count))}</text>")
+            labels.append(f'<text class="lbl" x="{_f(lx)}" y="{_f(ly)}" fill="{colour}">'
+                          f"{esc(_compact(e.count))}</text>")
+    o += labels  # above every edge, so no later arc hides a count
 
     # footer: edges leaving / entering the function, omitted edges
     y = top + max(col_h, default=0) + 22
@@ -659,8 +695,12 @@ def _block_svg(ctx: PictureContext, fd: FunctionData, b: int, bx: _Box, scale: H
          f'<rect class="blk" x="{_f(x)}" y="{_f(y)}" width="{BOX_W}" height="{_f(h)}" '
          f'fill="{fill}"/>']
     if not md & MD_CAN_FALL_THROUGH:
-        o.append(f'<rect class="wall" x="{_f(x)}" y="{_f(y + h - 3)}" width="{BOX_W}" '
-                 'height="3"/>')
+        wh = 3.0 if h >= 14 else 1.0
+        o.append(f'<rect class="wall" x="{_f(x)}" y="{_f(y + h - wh)}" width="{BOX_W}" '
+                 f'height="{_f(wh)}"/>')
+    if h < 14:  # a thin cold block of a big function: the tooltip has the details
+        o.append("</g>")
+        return o
     o.append(f'<text class="id" x="{_f(x + 6)}" y="{_f(ty)}" fill="{ink}">{bid}</text>'
              f'<text x="{_f(x + 6 + id_w)}" y="{_f(ty)}" fill="{ink}">'
              f"{int(ctx.start[b]):#x}</text>")
@@ -684,6 +724,7 @@ NAME_CHARS = 44
 STRIP_W = 620
 ROW_H = 16
 ROW_GAP = 5
+MIN_HOT_CELL = 3.0
 OVERVIEW_NOTE = ("one row per function, one cell per block in address order "
                  "(ranges split by a gap), width by byte size")
 
@@ -746,6 +787,32 @@ def _entry_block(r: AnnotateResult, k: int) -> int:
     return int(m.range_block_ptr[int(m.func_range_ptr[f])])
 
 
+def _cell_widths(ctx: PictureContext, blocks: list[int], avail: float) -> dict[int, float]:
+    """Widths by byte size, except that a block with heat is never thinner than
+    MIN_HOT_CELL px: in a function of a thousand blocks a hot 60-byte block would
+    otherwise be one pixel, and the strip would hide what it is for."""
+    m = ctx.result.block_map
+    size = {b: float(m.block_size[b]) for b in blocks}
+    total = sum(size.values())
+    floor = 0.3 * total / len(blocks) if total else 1.0
+    wts = {b: max(size[b], floor) for b in blocks}
+    hot = [b for b in blocks if ctx.values[b] > 0]
+    pinned: set[int] = set()
+
+    def unit() -> float:
+        free = sum(w for b, w in wts.items() if b not in pinned)
+        return (avail - MIN_HOT_CELL * len(pinned)) / free if free > 0 else 0.0
+
+    while True:  # pinning cells shrinks the others; each pass pins one more at least
+        u = unit()
+        grow = {b for b in hot if b not in pinned and wts[b] * u < MIN_HOT_CELL}
+        if not grow or MIN_HOT_CELL * (len(pinned) + len(grow)) > avail * 0.5:
+            break
+        pinned |= grow
+    u = unit()
+    return {b: (MIN_HOT_CELL if b in pinned else wts[b] * u) for b in blocks}
+
+
 def _strip(ctx: PictureContext, ranges: list[list[int]], scale: HeatScale, x0: float, y: float
            ) -> list[str]:
     m = ctx.result.block_map
@@ -757,10 +824,7 @@ def _strip(ctx: PictureContext, ranges: list[list[int]], scale: HeatScale, x0: f
                 "(no block-map entry)</text>"]
     gap = 4.0
     avail = STRIP_W - gap * (len(ranges) - 1)
-    sizes = [int(m.block_size[b]) for bl in ranges for b in bl]
-    floor = 0.3 * (sum(sizes) / n) if sum(sizes) else 1.0
-    wts = {b: max(float(m.block_size[b]), floor) for bl in ranges for b in bl}
-    unit = avail / sum(wts.values())
+    widths = _cell_widths(ctx, [b for bl in ranges for b in bl], avail)
     stroke = ' stroke="#d9d9d9" stroke-width="0.5"' if n <= 160 else ""
     o = []
     x = x0
@@ -769,7 +833,7 @@ def _strip(ctx: PictureContext, ranges: list[list[int]], scale: HeatScale, x0: f
             x += gap
         rx = x
         for b in bl:
-            w = wts[b] * unit
+            w = widths[b]
             v = int(ctx.values[b])
             o.append(f'<rect class="cell" x="{_f(x)}" y="{_f(y)}" width="{w:.2f}" '
                      f'height="{ROW_H}" fill="{scale.fill(v)}"{stroke} '

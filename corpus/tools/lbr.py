@@ -14,7 +14,9 @@ and write 32-entry branch stacks, newest first, with ``entry0.to == sample ip`` 
   and ``--check`` proves it equals what was written (kept in corpus/work/, not committed).
 
 Usage (from corpus/build):
-  lbr.py --binary STAGED --readobj GOLDEN --rounds R --every N --quirk none|skylake
+  lbr.py --binary STAGED --readobj GOLDEN --rounds R --every N --variant none|V[,V...]
+         (V: skylake = newest entry duplicated, hw_index = PERF_SAMPLE_BRANCH_HW_INDEX,
+          pipe = pipe-mode file)
          --out lbr/NAME --work work/lbr
   lbr.py --check lbr/NAME
 """
@@ -175,15 +177,20 @@ def run(args: argparse.Namespace) -> None:
     edges: Counter[tuple[int, int]] = Counter()
     rng = random.Random(args.seed)
     pid = 4242
+    variant = set(args.variant.split(",")) - {"none"}
+    unknown = variant - {"skylake", "hw_index", "pipe"}
+    if unknown:
+        raise SystemExit(f"lbr: unknown variant {sorted(unknown)}")
+    branch_type = BR_USER | BR_ANY | (fmt.BR_HW_INDEX if "hw_index" in variant else 0)
     w = PerfWriter(out / "perf.data", event_name="cycles:u",
                    sample_type=fmt.S_IP | fmt.S_TID | fmt.S_TIME | fmt.S_PERIOD
                    | fmt.S_BRANCH_STACK,
-                   branch_sample_type=BR_USER | BR_ANY,
+                   branch_sample_type=branch_type, pipe="pipe" in variant,
                    cmdline=["valgrind", "--tool=lackey", str(binary), str(args.rounds)])
     w.add_comm(pid, pid, binary.name[:15], exec_=True)
     w.add_mmap2(pid, pid, map_start, map_len, map_pgoff, str(binary), prot=5, flags=2)
     if lay["build_id"]:
-        w.add_build_id(str(binary), lay["build_id"], pid=pid)
+        w.add_build_id(str(binary), lay["build_id"])  # pid -1, as perf writes it
 
     ring: deque[tuple[int, int]] = deque(maxlen=DEPTH)
     expected: list[str] = []
@@ -210,7 +217,7 @@ def run(args: argparse.Namespace) -> None:
                 edges[(prev_a - base, a - base)] += 1
                 if n_kept >= next_at and len(ring) == DEPTH:
                     stack = list(ring)
-                    if args.quirk == "skylake":  # newest entry reported twice
+                    if "skylake" in variant:  # newest entry reported twice
                         stack = [stack[0]] + stack[:-1]
                     w.add_sample(a, pid, pid, time=1_000_000 + n_ins, period=gap,
                                  branches=[(f, t, 0) for f, t in stack])
@@ -248,20 +255,26 @@ def run(args: argparse.Namespace) -> None:
     info = {"base": f"0x{base:x}", "mmap": {"start": f"0x{map_start:x}",
                                             "len": f"0x{map_len:x}",
                                             "pgoff": f"0x{map_pgoff:x}"},
-            "pid": pid, "depth": DEPTH, "quirk": args.quirk, "every": args.every,
+            "pid": pid, "depth": DEPTH, "variant": sorted(variant), "every": args.every,
             "seed": args.seed, "samples": n_samples, "rounds": args.rounds,
-            "branch_sample_type": BR_USER | BR_ANY, "event": "cycles:u"}
+            "branch_sample_type": branch_type, "event": "cycles:u"}
     (out / "lbr-info.json").write_text(json.dumps(info, indent=1) + "\n")
     (out / "command.txt").write_text(
         f"valgrind -d --tool=lackey --trace-mem=yes {binary} {args.rounds} | "
-        f"tools/lbr.py --every {args.every} --quirk {args.quirk} --seed {args.seed}\n")
+        f"tools/lbr.py --every {args.every} --variant {args.variant} --seed {args.seed}\n")
     print(f"lbr: {out.name}: {n_ins} instructions, {n_taken} taken branches "
           f"({n_kept} in the binary), {n_samples} samples, base 0x{base:x}", file=sys.stderr)
 
 
 def parse_script(text: str) -> list[str]:
-    """perf script -F ip,brstack lines, whitespace-normalized."""
-    return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    """perf script -F ip,brstack lines as "ip entry entry ...".  For pipe-mode input perf 6.1
+    also prints the symbol after the ip; only the ip and the from/to entries are compared."""
+    out = []
+    for line in text.splitlines():
+        tok = line.split()
+        if tok:
+            out.append(" ".join([tok[0]] + [t for t in tok[1:] if "/" in t]))
+    return out
 
 
 def check(d: Path, work: Path) -> None:
@@ -284,7 +297,7 @@ def main() -> None:
     ap.add_argument("--readobj")
     ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--every", type=int, default=500)
-    ap.add_argument("--quirk", choices=["none", "skylake"], default="none")
+    ap.add_argument("--variant", default="none")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out")
     ap.add_argument("--work")

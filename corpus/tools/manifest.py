@@ -163,9 +163,10 @@ def profile_common(name: str, d: Path, corpus: Path, bins: list[str], kinds: lis
 
 
 def lbr_entry(row: list[str], corpus: Path, known: set[str]) -> dict[str, Any]:
-    name, binary, rounds, every, quirk = row
+    name, binary, _rounds, _every, variant = row
     d = corpus / "lbr" / name
-    kinds = ["lbr"] + (["skylake-quirk"] if quirk == "skylake" else [])
+    names = {"skylake": "skylake-quirk", "hw_index": "hw-index", "pipe": "pipe"}
+    kinds = ["lbr"] + [names[v] for v in variant.split(",") if v != "none"]
     entry = profile_common(name, d, corpus, [binary], kinds, known)
     entry["exact_counts"] = str((d / "exact-counts.json").relative_to(corpus))
     entry["lbr"] = json.loads((d / "lbr-info.json").read_text())
