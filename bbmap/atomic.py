@@ -16,6 +16,9 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".bbmap-", suffix=".tmp", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual mode
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
             yield fh

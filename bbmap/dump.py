@@ -132,7 +132,7 @@ def iter_json(binary: Binary) -> Iterator[bytes]:
     if binary.demangle:
         from bbmap.binary.symbols import demangle
 
-        disp = [demangle(n) if n else n for n in names]
+        disp = [demangle(n) if n and n.startswith("_Z") else n for n in names]
     feats = m.func_feature.astype(np.int64)
     fblocks = np.diff(m.range_block_ptr[m.func_range_ptr])
     feats_per_block = np.repeat(feats, fblocks) if B else np.zeros(0, np.int64)
@@ -155,10 +155,13 @@ def iter_json(binary: Binary) -> Iterator[bytes]:
     if not src_json:
         src_json = [("null", "unknown")]
     srcs = [src_json[i] for i in m.func_source.tolist()]
+    plain = not _PLAIN.search("".join(n for n in disp if n is not None))
+    jnames = [("null" if n is None else '"' + n + '"') for n in disp] if plain else \
+        [("null" if n is None else _esc(n)) for n in disp]
     heads = ['{"name":%s,"address":%d,"section":%s,"format":{"source":"%s","version":%d,'
              '"feature":%d,"map_offset":%d},"ranges":[' % (
-                 _esc(n) if n is not None else "null", a, sf[0], sf[1], v, ft, o)
-             for n, a, sf, v, ft, o in zip(disp, m.func_address.tolist(), srcs,
+                 n, a, sf[0], sf[1], v, ft, o)
+             for n, a, sf, v, ft, o in zip(jnames, m.func_address.tolist(), srcs,
                                            m.func_version.tolist(), feats.tolist(),
                                            m.func_map_offset.tolist())]
     declared, nblk = m.range_num_blocks.tolist(), np.diff(m.range_block_ptr).tolist()

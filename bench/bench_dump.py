@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -105,14 +106,17 @@ def make_real_binary(out: Path, functions: int = 20_400, units: int = 6) -> None
                     str(ext), *objs, "-o", str(out)], check=True)
 
 
-def timed(cmd: list[str], out: Path) -> tuple[float, int]:
+def timed(cmd: list[str], out: Path) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run writing to ``out``."""
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     with open(out, "wb") as fh:
         r = subprocess.run(cmd, stdout=fh, stderr=subprocess.PIPE)
     dt = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode not in (0, 1):
         raise SystemExit(f"{cmd[0]} failed ({r.returncode}): {r.stderr.decode()[:300]}")
-    return dt, r.returncode
+    return dt, (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
 
 
 def count_functions(bbmap_json: Path, readobj_json: Path) -> tuple[int, int, int]:
@@ -128,14 +132,14 @@ def bench(name: str, binary: Path, work: Path, repeat: int) -> float:
     ro = [READOBJ, "--bb-addr-map", "--elf-output-style=JSON", str(binary)]
     tb, tr = [], []
     for _ in range(repeat):
-        tb.append(timed(bb, work / f"{name}.bbmap.json")[0])
-        tr.append(timed(ro, work / f"{name}.readobj.json")[0])
+        tb.append(timed(bb, work / f"{name}.bbmap.json"))
+        tr.append(timed(ro, work / f"{name}.readobj.json"))
     fb, fr, nb = count_functions(work / f"{name}.bbmap.json", work / f"{name}.readobj.json")
-    b, r = min(tb), min(tr)
+    (b, bc), (r, rc) = min(tb), min(tr)
     print(f"{name:5s} {binary.name}: {fb} functions ({fr} by readobj), {nb} blocks, "
           f"{binary.stat().st_size / 1e6:.1f} MB")
-    print(f"      bbmap dump --json {b:7.2f} s   llvm-readobj-22 JSON {r:7.2f} s   "
-          f"ratio bbmap/readobj = {b / r:.2f}")
+    print(f"      bbmap dump --json {b:7.2f} s (cpu {bc:.2f})   llvm-readobj-22 JSON "
+          f"{r:7.2f} s (cpu {rc:.2f})   ratio bbmap/readobj = {b / r:.2f}")
     return b / r
 
 

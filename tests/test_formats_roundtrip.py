@@ -38,9 +38,12 @@ def function(draw, version: int):
             feature &= ~0x06  # LLVM refuses BBFreq/BrProb without entries
         if feature & 0x80 and not feature & 0x06:
             feature |= 0x02
+    elif version == 1:
+        feature = draw(st.sampled_from([0, 0, 0, 0x80, 0x03]))  # ignored by v1 readers
     else:
         feature = 0
-    nranges = draw(st.integers(1, 3)) if feature & 0x08 else 1
+    eff = feature if version >= 2 else 0
+    nranges = draw(st.integers(1, 3)) if eff & 0x08 else 1
     ranges = []
     for _ in range(nranges):
         nblocks = draw(st.integers(0 if version != VERSION_BB_INFO else 1, 6))
@@ -50,29 +53,30 @@ def function(draw, version: int):
             if version in (0, VERSION_BB_INFO):
                 gap = draw(st.sampled_from([0, 0, 3]))
             cs = tuple(sorted(draw(st.lists(st.integers(0, 300), max_size=3)))) \
-                if feature & 0x20 else ()
+                if eff & 0x20 else ()
             size = draw(small) + (cs[-1] if cs else 0)
             off = end + gap if (i or version not in (0, VERSION_BB_INFO)) else 0
-            md = draw(st.integers(0, 0x1F if version >= 2 else 0x0F))
+            md = draw(st.one_of(st.integers(0, 0x1F if version >= 2 else 0x0F),
+                                st.integers(0, 0xFF)))  # unknown bits: kept, warned
             b = BlockRecord(id=draw(u32) if version >= 2 else i, offset=off, size=size, md=md,
-                            hash=draw(big) if feature & 0x40 else 0, callsites=cs)
-            if feature & 0x02:
+                            hash=draw(big) if eff & 0x40 else 0, callsites=cs)
+            if eff & 0x02:
                 b.freq = draw(big)
-            if feature & 0x80:
+            if eff & 0x80:
                 b.postlink_freq = draw(u32)
-            if feature & 0x04:
-                b.successors = tuple((draw(u32), draw(u32), draw(u32) if feature & 0x80 else 0)
+            if eff & 0x04:
+                b.successors = tuple((draw(u32), draw(u32), draw(u32) if eff & 0x80 else 0)
                                      for _ in range(draw(st.integers(0, 3))))
             end = off + size
             blocks.append(b)
         base = draw(st.integers(0, 2**40))
-        if feature & 0x10:
+        if eff & 0x10:
             declared = draw(st.integers(0, 50))
             ranges.append(RangeRecord(base=base, blocks=[], num_blocks=declared))
         else:
             ranges.append(RangeRecord(base=base, blocks=blocks))
     return FunctionRecord(address=ranges[0].base, ranges=ranges, version=version,
-                          feature=feature, entry_count=draw(big) if feature & 0x01 else 0)
+                          feature=feature, entry_count=draw(big) if eff & 0x01 else 0)
 
 
 @st.composite
@@ -126,6 +130,8 @@ def test_writers_agree_and_reference_round_trips(sec):
     assert data == _encode(kind, fns, fast=True)
     m, diags = decode_section_ref(_input(kind, data))
     assert not [d for d in diags if d.severity == "error"], diags
+    if any(b.md & ~0x1F for f in fns for r in f.ranges for b in r.blocks) and kind != "bb_info":
+        assert any("Metadata bits" in d.message for d in diags)
     exp = _expected(fns)
     assert m.differences(exp, check_provenance=False) in ([], ["func_map_offset"])
     # and the bytes rebuild identically from what was decoded

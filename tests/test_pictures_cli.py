@@ -86,6 +86,9 @@ def test_cpp_selection_by_demangled_raw_and_bare_name():
     assert find_functions(r, [ft.raw_names[k]], binary) == [k]
     bare = ft.names[k].split("(")[0]
     assert k in find_functions(r, [bare], binary)
+    # parts fold into the parent however they are spelled
+    assert find_functions(r, [ft.raw_names[k] + ".cold"], binary) == [k]
+    assert find_functions(r, [ft.names[k] + " [clone .cold]"], binary) == [k]
 
 
 @needs_corpus

@@ -302,3 +302,24 @@ def test_overview_cells_fill_the_strip_and_hot_cells_stay_visible(case):
             hot = [b for b in blk if ctx.values[b] > 0]
             if hot and MIN_HOT_CELL * len(hot) <= avail * 0.5:
                 assert min(w[b] for b in hot) >= MIN_HOT_CELL - 0.01
+
+
+@pytest.mark.skipif(not LBR, reason="corpus LBR profiles not built")
+def test_edge_cap_is_said_in_the_picture_and_dot_keeps_every_edge():
+    from bbmap.outputs.dot import render_dot
+    from bbmap.outputs.svg import PictureContext, _function_svg, function_data
+
+    _, perf, binary = LBR[0]
+    r = result_of(perf, binary)
+    ctx = PictureContext.of(r, "auto", None)
+    fv = max(r.hot_functions(6), key=lambda f: len(f.edges))
+    full = function_data(ctx, fv.key, max_edges=None)
+    assert len(full.taken) > 2
+    capped = function_data(ctx, fv.key, max_edges=2)
+    assert [e.count for e in capped.taken] == [e.count for e in full.taken[:2]]
+    svg, _, _ = _function_svg(ctx, capped, "f0", 0)
+    doc = "\n".join(svg)
+    assert doc.count('class="edge taken') == 2
+    assert f"{len(full.taken) - 2} lighter taken edge(s) not drawn" in doc
+    dot = render_dot(r, [fv.key])
+    assert sum(f"  b{e.src} -> b{e.dst} [label=" in dot for e in full.taken) == len(full.taken)

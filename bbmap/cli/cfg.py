@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 
 import click
@@ -83,17 +84,17 @@ def find_functions(result, names: tuple[str, ...] | list[str], binary: str  # no
     """Function keys for ``names``, in the order given (duplicates dropped).
 
     A name matches a function's display (demangled) name, its raw name, or either after
-    folding a ``.cold`` / ``.__part.N`` suffix; failing that, a demangled name without its
-    parameter list (``parse_number`` for ``parse_number(std::string const&)``), which
-    may match several overloads (all are drawn).  An unknown name is an error that lists
-    the closest names."""
+    folding a ``.cold`` / ``.__part.N`` suffix (or a demangler's ``[clone .cold]``);
+    failing that, a demangled name without its parameter list (``parse_number`` for
+    ``parse_number(std::string const&)``), which may match several overloads (all are
+    drawn).  An unknown name is an error that lists the closest names."""
     from bbmap.binary.types import parent_name
 
     ft = result.functions
     display, raw = ft.names, ft.raw_names
     keys: list[int] = []
     for q in names:
-        qp = parent_name(q)
+        qp = parent_name(_CLONE_PART.sub("", q))
         hit = [k for k in range(ft.num_keys)
                if q in (display[k], raw[k]) or qp in (display[k], raw[k])]
         if not hit:
@@ -103,6 +104,10 @@ def find_functions(result, names: tuple[str, ...] | list[str], binary: str  # no
                              + _closest(q, display + raw))
         keys += [k for k in hit if k not in keys]
     return keys
+
+
+# how a demangler shows a part: ``foo(int) [clone .cold]``
+_CLONE_PART = re.compile(r" \[clone \.(?:cold|__part\.\d+|eh)\]$")
 
 
 def _bare(name: str) -> str:

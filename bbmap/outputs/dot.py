@@ -21,7 +21,6 @@ from bbmap.outputs.svg import (
     C_FT,
     C_FT_NONE,
     C_FWD,
-    MAX_EDGES,
     FunctionData,
     HeatScale,
     PictureContext,
@@ -119,8 +118,7 @@ def function_dot(ctx: PictureContext, fd: FunctionData) -> str:
         o.append(f'  b{src} -> x{others[name]} [label="{kind} {n:,}", color="#888888", '
                  "style=dashed, constraint=false];")
     if fd.omitted_edges:
-        o.append(f"  // {fd.omitted_edges} lighter taken edges omitted "
-                 f"(the {MAX_EDGES} heaviest are drawn)")
+        o.append(f"  // {fd.omitted_edges} lighter taken edges omitted")
     o.append("}")
     return "\n".join(o) + "\n"
 
@@ -134,4 +132,5 @@ def render_dot(result: AnnotateResult, keys: Sequence[int] | None = None, *, top
         keys = [fv.key for fv in result.hot_functions(top) if len(fv.blocks)]
     if not keys:
         return "// no function got samples or LBR counts\ndigraph empty {}\n"
-    return "".join(function_dot(ctx, function_data(ctx, k)) for k in keys)
+    # every edge: a graph for tools and graphviz has no reason to drop the light ones
+    return "".join(function_dot(ctx, function_data(ctx, k, max_edges=None)) for k in keys)

@@ -67,8 +67,8 @@ ARC_LABEL_W = 56
 COL_GAP = 28
 MAX_EDGES = 400  # taken edges drawn per function (the heaviest)
 LEGEND_W = 1010
-BOX_KEY = "box: block ID, address, s = samples"
-BOX_KEY_LBR = "box: block ID, address, n = LBR execution count, s = samples"
+BOX_KEY = "box: ID, address, s samples"
+BOX_KEY_LBR = "box: ID, address, n LBR count, s samples"
 
 
 # ------------------------------------------------------------------------ text helpers
@@ -263,8 +263,10 @@ class PictureContext:
         return self.result.functions.names[int(self.key_of_block[b])]
 
 
-def function_data(ctx: PictureContext, key: int) -> FunctionData:
-    """Gather one function key's ranges (parts folded in), blocks and edges."""
+def function_data(ctx: PictureContext, key: int, max_edges: int | None = MAX_EDGES
+                  ) -> FunctionData:
+    """Gather one function key's ranges (parts folded in), blocks and edges; only the
+    ``max_edges`` heaviest taken edges are kept (a picture has room for so many)."""
     r = ctx.result
     m = r.block_map
     ft = r.functions
@@ -296,14 +298,14 @@ def function_data(ctx: PictureContext, key: int) -> FunctionData:
     taken.sort(key=_heaviest_first)
     out.sort(key=_heaviest_first)
     into.sort(key=_heaviest_first)
-    omitted = max(len(taken) - MAX_EDGES, 0)
+    omitted = max(len(taken) - max_edges, 0) if max_edges is not None else 0
     entry = 0
     if columns:
         first = min(columns, key=lambda c: (not c.entry, c.bmfunc, c.base))
         entry = int(r.block_count[first.blocks[0]]) if first.blocks and r.has_lbr else 0
     return FunctionData(key=key, name=ft.names[key], address=int(ft.address[key]),
                         samples=int(r.func_samples[key]), entry_count=entry, columns=columns,
-                        taken=taken[:MAX_EDGES], fall=fall, out=out, into=into,
+                        taken=taken[:max_edges], fall=fall, out=out, into=into,
                         omitted_edges=omitted)
 
 
@@ -405,7 +407,8 @@ def _legend(scale: HeatScale, x: float, y: float, *, edges: bool, lbr: bool = Fa
                  f'<text class="small" x="{mx + 160}" y="42">'
                  f'{esc(BOX_KEY_LBR if scale.metric == "count" or lbr else BOX_KEY)}</text>')
         ex = 760
-        o.append(f'<text x="{ex}" y="10">edges (width: log count)</text>')
+        title = "edges (width: log count)" if lbr else "edges (counted only with LBR)"
+        o.append(f'<text x="{ex}" y="10">{title}</text>')
         rows = (("fwd", C_FWD, "", "forward branch"), ("back", C_BACK, "", "back edge (loop)"),
                 ("cross", C_CROSS, ' stroke-dasharray="5 3"', "to another range"),
                 (None, C_FT, "", "fall-through"))
@@ -888,8 +891,11 @@ def render_svg(result: AnnotateResult, keys: Sequence[int] | None = None, *, top
     parts += [f'<line x1="{MARGIN}" y1="{_f(ry)}" x2="{width - MARGIN}" y2="{_f(ry)}" '
               'stroke="#cccccc"/>' for ry in rules]
     body = "\n".join(parts)
+    doc_title = (f"bbmap cfg: {os.path.basename(result.binary)}, "
+                 f"heat by {HeatScale(ctx.metric, 0).title}")
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}">\n'
+            f"<title>{esc(doc_title)}</title>\n"
             f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>\n'
             f"{_defs()}\n{_STYLE}\n{body}\n</svg>\n")
