@@ -23,8 +23,8 @@ _EXPORTS = {
     "Binary": "bbmap.binary",
     "BlockMap": "bbmap.model",
     "PerfData": "bbmap.perf",
-    "annotate": "bbmap.annotate",
-    "AnnotateResult": "bbmap.annotate",
+    "annotate": "bbmap.aggregate",
+    "AnnotateResult": "bbmap.aggregate",
     "assert_valid_bb_map": "bbmap.verify",
     "BBMapError": "bbmap.errors",
 }

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from test_annotate_helpers import LIBC, batch, block_map, resolver, rt, symbols
 
-from bbmap.annotate import AnnotateResult
-from bbmap.annotate.accounting import Accounting, AccountingError
-from bbmap.annotate.api import Annotator
+from bbmap.aggregate import AnnotateResult
+from bbmap.aggregate.accounting import Accounting, AccountingError
+from bbmap.aggregate.api import Annotator
 
 L = LIBC + 0x1000
 
@@ -62,7 +62,7 @@ def test_lbr_edges_ranges_counts():
     assert res.block_count.tolist() == [1, 1, 1, 0, 1, 0, 1]
     edges = {(int(f), int(t), int(k)): int(c) for f, t, k, c in
              zip(res.edge_from, res.edge_to, res.edge_kind, res.edge_count)}
-    from bbmap.annotate.lbr import K_BRANCH, K_CALL, K_FALLTHROUGH, K_RETURN
+    from bbmap.aggregate.lbr import K_BRANCH, K_CALL, K_FALLTHROUGH, K_RETURN
     assert edges == {(4, 6, K_BRANCH): 1, (2, 3, K_RETURN): 1, (3, 0, K_CALL): 1,
                      (0, 1, K_FALLTHROUGH): 1, (1, 2, K_FALLTHROUGH): 1,
                      (3, 4, K_FALLTHROUGH): 1}
@@ -145,7 +145,7 @@ def test_accounting_check_catches_a_lost_sample():
 
 
 def test_branch_slicing_equals_one_pass(monkeypatch):
-    import bbmap.annotate.api as api
+    import bbmap.aggregate.api as api
 
     stacks = [[(rt(0x1012), L), (L, rt(0x1004)), (rt(0x2016), rt(0x3000))]] * 7
     ips = [rt(0x1004)] * 7
@@ -157,7 +157,7 @@ def test_branch_slicing_equals_one_pass(monkeypatch):
 
 
 def test_period_sums_exact_beyond_float_precision():
-    from bbmap.annotate.samples import _add_weighted
+    from bbmap.aggregate.samples import _add_weighted
 
     acc = np.zeros(3, np.uint64)
     big = np.uint64((1 << 62) + 1)

@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from bbmap.annotate import annotate
+from bbmap.aggregate import annotate
 from bbmap.binary.types import parent_name
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")

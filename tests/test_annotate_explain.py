@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bbmap.annotate.accounting import Accounting
-from bbmap.annotate.explain import Evidence, build_ids_match, diagnose, flag_advice
+from bbmap.aggregate.accounting import Accounting
+from bbmap.aggregate.explain import Evidence, build_ids_match, diagnose, flag_advice
 
 
 def acct(**buckets) -> Accounting:

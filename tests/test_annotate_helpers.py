@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bbmap.annotate.accounting import KERNEL, OTHER_DSO, OUTSIDE_FUNCTION, UNMAPPED
+from bbmap.aggregate.accounting import KERNEL, OTHER_DSO, OUTSIDE_FUNCTION, UNMAPPED
 from bbmap.binary.types import FunctionSymbols
 from bbmap.index import BlockIndex
 from bbmap.model import (
@@ -78,7 +78,7 @@ class FakeSpace:
 
 
 def resolver(bm=None, syms=None):
-    from bbmap.annotate.resolve import IndexResolver
+    from bbmap.aggregate.resolve import IndexResolver
 
     bm = bm if bm is not None else block_map()
     syms = syms if syms is not None else symbols()

@@ -27,8 +27,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from bbmap.annotate import annotate
-from bbmap.annotate.lbr import K_FALLTHROUGH
+from bbmap.aggregate import annotate
+from bbmap.aggregate.lbr import K_FALLTHROUGH
 from bbmap.binary import load_binary
 from bbmap.index import BlockIndex
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_annotate_helpers import KADDR, LIBC, batch, block_map, resolver, rt, symbols
 
-from bbmap.annotate.api import Annotator
+from bbmap.aggregate.api import Annotator
 
 # (start, end, function, range, can_fall_through) per global block, as in the helpers
 BLOCKS = [(0x1000, 0x1010, 0, 0, True), (0x1010, 0x1018, 0, 0, True),

@@ -8,7 +8,7 @@ import json
 
 from test_annotate_helpers import LIBC, batch, block_map, resolver, rt, symbols
 
-from bbmap.annotate.api import Annotator
+from bbmap.aggregate.api import Annotator
 from bbmap.outputs.csvout import COLUMNS, render_csv
 from bbmap.outputs.jsonout import render_json
 from bbmap.outputs.propeller import render_propeller, render_symorder

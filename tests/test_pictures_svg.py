@@ -14,7 +14,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from bbmap.annotate import annotate
+from bbmap.aggregate import annotate
 from bbmap.model import MD_CAN_FALL_THROUGH, MD_HAS_RETURN
 from bbmap.outputs.svg import HeatScale, esc, luminance, render_svg
 

@@ -104,7 +104,9 @@ class _Walker:
         self.r_raw: list[int] = []
         self.r_nb: list[int] = []
         self.r_nblk: list[int] = []  # blocks actually present
-        self.r_run: list[tuple[int, int]] = []  # (first token, width) or (-1, 0) explicit
+        # per range: (first token, width) a run, (first token, -1) a callsite chain,
+        # (-1, 0) blocks listed in x_ks (hash ranges) or none (omitted entries)
+        self.r_run: list[tuple[int, int]] = []
         self.x_ks: list[int] = []  # explicit blocks: first token
         self.x_hash: list[int] = []  # byte position of the hash, -1 if none
         self.p_freq: list[int] = []

@@ -40,7 +40,7 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, name: st
     Every sample and branch record lands in exactly one accounting bucket; when little or
     nothing maps, the report says why.  Exit 1 when nothing could be put in a block.
     """
-    from bbmap.annotate import annotate
+    from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
 
     if len(inputs) < 2:

@@ -46,7 +46,7 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
     a picture of each; with --function, a picture of each named one.  DOT: one digraph
     per function.  Exit 1 when nothing could be put in a block.
     """
-    from bbmap.annotate import annotate
+    from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
 
     if len(inputs) < 2:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import csv
 import io
 
-from bbmap.annotate.lbr import EDGE_KINDS
-from bbmap.annotate.result import AnnotateResult
+from bbmap.aggregate.lbr import EDGE_KINDS
+from bbmap.aggregate.result import AnnotateResult
 
 COLUMNS = ("record", "function", "id", "address", "size", "flags", "samples", "period",
            "count", "to", "kind")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from bbmap.annotate.result import AnnotateResult
+from bbmap.aggregate.result import AnnotateResult
 from bbmap.errors import BBMapError
 from bbmap.model import MD_CAN_FALL_THROUGH
 from bbmap.outputs.svg import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from bbmap.annotate.result import AnnotateResult
+from bbmap.aggregate.result import AnnotateResult
 
 
 def render_json(result: AnnotateResult, *, top: int | None = None) -> str:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bbmap.annotate.lbr import K_BRANCH, K_FALLTHROUGH, K_OTHER
-from bbmap.annotate.result import AnnotateResult, FunctionView
+from bbmap.aggregate.lbr import K_BRANCH, K_FALLTHROUGH, K_OTHER
+from bbmap.aggregate.result import AnnotateResult, FunctionView
 
 
 def _hotness(result: AnnotateResult) -> np.ndarray:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bbmap.annotate.lbr import EDGE_KINDS
-from bbmap.annotate.result import AnnotateResult
+from bbmap.aggregate.lbr import EDGE_KINDS
+from bbmap.aggregate.result import AnnotateResult
 from bbmap.errors import BBMapError
 from bbmap.model import (
     MD_CAN_FALL_THROUGH,

@@ -12,14 +12,14 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
-from bbmap.annotate.accounting import (
+from bbmap.aggregate.accounting import (
     BRANCH_BUCKETS,
     BUCKET_LABELS,
     BUCKETS,
     RANGE_LABELS,
     RANGE_REASONS,
 )
-from bbmap.annotate.result import AnnotateResult
+from bbmap.aggregate.result import AnnotateResult
 
 
 @dataclass

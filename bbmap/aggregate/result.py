@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bbmap.annotate.accounting import Accounting
-from bbmap.annotate.functions import FunctionTable
-from bbmap.annotate.lbr import EDGE_KINDS
+from bbmap.aggregate.accounting import Accounting
+from bbmap.aggregate.functions import FunctionTable
+from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.errors import Diagnostic
 from bbmap.model import MD_NAMES, BlockMap
 

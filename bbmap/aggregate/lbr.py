@@ -24,14 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bbmap.annotate.accounting import (
+from bbmap.aggregate.accounting import (
     DUPLICATE,
     IN_BLOCK,
     OTHER_DSO,
     RANGE_REASONS,
     Accounting,
 )
-from bbmap.annotate.resolve import Resolved, Resolver
+from bbmap.aggregate.resolve import Resolved, Resolver
 from bbmap.model import MD_CAN_FALL_THROUGH, MD_HAS_RETURN, BlockMap
 
 # edge kinds (index into EDGE_KINDS)

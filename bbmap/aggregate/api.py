@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from bbmap.annotate.accounting import IN_FUNCTION_NO_BLOCK, Accounting
-from bbmap.annotate.explain import Evidence, diagnose
-from bbmap.annotate.functions import FunctionTable
-from bbmap.annotate.lbr import BlockGeometry, BranchAggregator
-from bbmap.annotate.resolve import Resolver
-from bbmap.annotate.result import AnnotateResult, ProfileInfo
-from bbmap.annotate.samples import SampleAggregator
+from bbmap.aggregate.accounting import IN_FUNCTION_NO_BLOCK, Accounting
+from bbmap.aggregate.explain import Evidence, diagnose
+from bbmap.aggregate.functions import FunctionTable
+from bbmap.aggregate.lbr import BlockGeometry, BranchAggregator
+from bbmap.aggregate.resolve import Resolver
+from bbmap.aggregate.result import AnnotateResult, ProfileInfo
+from bbmap.aggregate.samples import SampleAggregator
 from bbmap.binary.types import FunctionSymbols
 from bbmap.errors import BBMapError, Diagnostic
 from bbmap.model import BlockMap
@@ -159,7 +159,7 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
     onto the blocks of ``binary``.  Raises :class:`BBMapError` for unreadable inputs; a
     profile that maps nothing is *not* an exception: ``result.status`` and
     ``result.warnings`` say why, and ``result.failed`` is true."""
-    from bbmap.annotate.profile import read_profile
+    from bbmap.aggregate.profile import read_profile
     from bbmap.binary import load_binary
 
     paths = expand_inputs(perf_paths)

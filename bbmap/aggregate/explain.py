@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from bbmap.annotate.accounting import (
+from bbmap.aggregate.accounting import (
     IN_BLOCK,
     IN_FUNCTION_NO_BLOCK,
     KERNEL,

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from bbmap.annotate.accounting import (
+from bbmap.aggregate.accounting import (
     IN_BLOCK,
     IN_FUNCTION_NO_BLOCK,
     OTHER_DSO,

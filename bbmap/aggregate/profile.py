@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bbmap.annotate.accounting import KERNEL, OTHER_DSO, OTHER_PID, OUTSIDE_FUNCTION, UNMAPPED
-from bbmap.annotate.explain import Evidence
-from bbmap.annotate.resolve import IndexResolver
-from bbmap.annotate.result import ProfileInfo
+from bbmap.aggregate.accounting import KERNEL, OTHER_DSO, OTHER_PID, OUTSIDE_FUNCTION, UNMAPPED
+from bbmap.aggregate.explain import Evidence
+from bbmap.aggregate.resolve import IndexResolver
+from bbmap.aggregate.result import ProfileInfo
 from bbmap.errors import Diagnostic
 from bbmap.perf.records import CommRecord, ForkRecord, MmapRecord, SampleBatch, SideRecords
 

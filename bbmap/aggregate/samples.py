@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bbmap.annotate.accounting import IN_BLOCK, OTHER_DSO, OUTSIDE_FUNCTION, Accounting
-from bbmap.annotate.functions import FunctionTable
-from bbmap.annotate.resolve import Resolved
+from bbmap.aggregate.accounting import IN_BLOCK, OTHER_DSO, OUTSIDE_FUNCTION, Accounting
+from bbmap.aggregate.functions import FunctionTable
+from bbmap.aggregate.resolve import Resolved
 
 
 def _add_weighted(acc: np.ndarray, idx: np.ndarray, weights: np.ndarray) -> None:
