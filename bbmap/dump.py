@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 import numpy as np
 
@@ -77,16 +78,28 @@ _CHUNK = 100_000
 # A block is '{"metadata":{...},"id":N,"offset":N,"size":N[,callsites][,hash]}': key order
 # is not significant in JSON, and leading with the metadata makes it one shared string.
 _MD_PREFIX = np.array(['{"metadata":%s,"id":' % j for j in _MD_JSON], dtype=object)
-_SMALL = np.array([str(i) for i in range(1 << 16)], dtype=object)
+_MD_PREFIX_COMMA = np.array([",%s" % p for p in _MD_PREFIX], dtype=object)
+_TABLE_SIZE = 1 << 16
 
 
-def _decimal(values: np.ndarray) -> list[str]:
-    """Decimal strings of unsigned integers (table lookup for the small ones)."""
-    big = values >= len(_SMALL)
-    out = _SMALL[np.where(big, 0, values).astype(np.int64)].tolist()
+@lru_cache(maxsize=4)
+def _number_table(suffix: str, size: int) -> np.ndarray:
+    """``str(i) + suffix`` for i < size: one shared string per small value."""
+    return np.array([f"{i}{suffix}" for i in range(size)], dtype=object)
+
+
+def _decimal(values: np.ndarray, suffix: str = "") -> list[str]:
+    """Decimal strings (followed by ``suffix``) of unsigned integers; table lookups for
+    the small ones, which are nearly all of them."""
+    if not len(values):
+        return []
+    top = int(values.max())
+    table = _number_table(suffix, _TABLE_SIZE if top >= 4096 else 4096)
+    big = values >= len(table)
+    out = table[np.where(big, 0, values).astype(np.int64)].tolist()
     if big.any():
         for i in np.flatnonzero(big).tolist():
-            out[i] = str(int(values[i]))
+            out[i] = f"{int(values[i])}{suffix}"
     return out
 
 
@@ -200,18 +213,20 @@ def iter_json(binary: Binary) -> Iterator[bytes]:
             pending += tails[f]
         gaps[B] = pending + doc_tail
     closings = _block_closings(m, feats_per_block)
+    special = np.flatnonzero(gaps[:B] != ",")  # first blocks of ranges
     for a in range(0, B, _CHUNK):
         b = min(B, a + _CHUNK)
         n = b - a
-        parts: list = [None] * (8 * n)
-        parts[0::8] = gaps[a:b].tolist()
-        parts[1::8] = _MD_PREFIX[m.block_md[a:b]].tolist()
-        parts[2::8] = _decimal(m.block_id[a:b])
-        parts[3::8] = [',"offset":'] * n
-        parts[4::8] = _decimal(m.block_offset[a:b])
-        parts[5::8] = [',"size":'] * n
-        parts[6::8] = _decimal(m.block_size[a:b])
-        parts[7::8] = closings[a:b]
+        md = m.block_md[a:b]
+        lead = _MD_PREFIX_COMMA[md]  # the usual "," gap joined to the metadata prefix
+        sp = special[(special >= a) & (special < b)]
+        lead[sp - a] = [g + p for g, p in zip(gaps[sp].tolist(), _MD_PREFIX[md[sp - a]].tolist())]
+        parts: list = [None] * (5 * n)
+        parts[0::5] = lead.tolist()
+        parts[1::5] = _decimal(m.block_id[a:b], ',"offset":')
+        parts[2::5] = _decimal(m.block_offset[a:b], ',"size":')
+        parts[3::5] = _decimal(m.block_size[a:b])
+        parts[4::5] = closings[a:b]
         yield "".join(parts).encode()
     yield gaps[B].encode()
 
