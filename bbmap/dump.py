@@ -181,6 +181,8 @@ def iter_json(binary: Binary) -> Iterator[bytes]:
     rprefix = ['{"base_address":%d%s%s,"blocks":[' % (
                    base, text_sec[sec], "" if d == k else ',"num_blocks":%d' % d)
                for base, sec, d, k in zip(m.range_base.tolist(), rsecs, declared, nblk)]
+    for r, sym in _part_symbols(binary, m).items():  # foo.cold, foo.__part.N
+        rprefix[r] = rprefix[r][:-len(',"blocks":[')] + ',"symbol":%s,"blocks":[' % _esc(sym)
     tails = ["]}"] * F
     for f in np.flatnonzero(feats & 0x07).tolist():
         pgo = _pgo_json(m, f, int(feats[f]))
@@ -229,6 +231,30 @@ def iter_json(binary: Binary) -> Iterator[bytes]:
         parts[4::5] = closings[a:b]
         yield "".join(parts).encode()
     yield gaps[B].encode()
+
+
+def _part_symbols(binary: Binary, m: BlockMap) -> dict[int, str]:
+    """Ranges after a function's first one, by index -> the symbol starting there
+    (basic-block-section parts such as ``foo.cold`` or ``foo.__part.1``)."""
+    first = np.zeros(m.num_ranges, "?")
+    first[m.func_range_ptr[:-1][np.diff(m.func_range_ptr) > 0]] = True
+    later = np.flatnonzero(~first)
+    if not len(later):
+        return {}
+    fs = binary.symbols
+    if not len(fs):
+        return {}
+    out = {}
+    bases = m.range_base[later]
+    lo = np.searchsorted(fs.address, bases, side="left")
+    hi = np.searchsorted(fs.address, bases, side="right")
+    for r, a, b in zip(later.tolist(), lo.tolist(), hi.tolist()):
+        cands = [i for i in range(a, b)
+                 if not binary.is_relocatable or int(fs.section[i]) == int(m.range_section[r])]
+        if cands:  # prefer the part names, then the first
+            best = next((i for i in cands if not fs.is_func[i] or "." in fs.names[i]), cands[0])
+            out[r] = fs.display[best] if binary.demangle else fs.names[best]
+    return out
 
 
 _PLAIN = re.compile(r'[\x00-\x1f"\\\x7f-\U0010ffff]')

@@ -83,7 +83,7 @@ int g_{i}(int x, int y) {{
 
 
 def make_real_binary(out: Path, functions: int = 20_400, units: int = 6) -> None:
-    src = out.parent / "gen"
+    src = out.parent / f"gen{functions}"
     src.mkdir(parents=True, exist_ok=True)
     rnd = random.Random(2)
     per = functions // units
@@ -147,6 +147,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--blocks", type=int, default=1_600_000)
+    ap.add_argument("--real-functions", type=int, default=20_400,
+                    help="functions in the compiled binary (>= 20,000)")
     args = ap.parse_args()
     if not shutil.which(READOBJ):
         raise SystemExit(f"{READOBJ} is needed for the side-by-side timing")
@@ -155,11 +157,13 @@ def main() -> None:
     big = work / f"big{args.blocks}.elf"
     if not big.exists():
         make_big_map(big, args.blocks)
-    real = work / "real-clang22.so"
+    real = work / ("real-clang22.so" if args.real_functions == 20_400
+                   else f"real-clang22-{args.real_functions}.so")
     if not real.exists():
         if not shutil.which(CLANG):
             raise SystemExit(f"{CLANG} is needed to build the real binary")
-        make_real_binary(real)
+        make_real_binary(real, functions=args.real_functions,
+                         units=max(6, args.real_functions // 3400))
     ratios = [bench("big", big, work, args.repeat), bench("real", real, work, args.repeat)]
     print(f"worst ratio {max(ratios):.2f} ({'OK' if max(ratios) <= 1 else 'SLOWER than readobj'})")
 

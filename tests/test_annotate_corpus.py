@@ -152,10 +152,11 @@ def test_shares_match_perf_report(name, pdir, binary):
     want = {}
     with open(os.path.join(pdir, "report.txt")) as fh:
         text = fh.read()
-    if "Children" in text:
-        pytest.skip("a call-graph report (children/self columns); perf script covers it")
+    # a call-graph report has "Children  Self" columns: the Self share is the sample share
+    pattern = (r"^\s+[\d.]+%\s+([\d.]+)%\s+(\S+)\s+\[\.\]\s+(.*?)\s*$" if "Children" in text
+               else r"^\s+([\d.]+)%\s+(\S+)\s+\[\.\]\s+(.*?)\s*$")
     for line in text.splitlines():
-        m = re.match(r"^\s+([\d.]+)%\s+(\S+)\s+\[\.\]\s+(.*?)\s*$", line)
+        m = re.match(pattern, line)
         if m and os.path.basename(binary).startswith(m.group(2)):
             sym = m.group(3)
             if _synthetic(sym) or sym.startswith("0x"):  # PLT entries, unnamed addresses

@@ -54,3 +54,18 @@ def test_cli_missing_file_is_one_line():
     r = CliRunner().invoke(main, ["dump", "/nonexistent/binary"])
     assert r.exit_code != 0
     assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("rel", ["bin/clang-22/list/layout.pie", "bin/clang-22/list/layout.o"])
+def test_split_ranges_name_their_part_symbols(rel):
+    from bbmap.binary.types import parent_name
+
+    p = CORPUS / rel
+    _need(p)
+    d = dump(str(p))
+    multi = [f for f in d["functions"] if len(f["ranges"]) > 1]
+    assert multi
+    for f in multi:
+        assert "symbol" not in f["ranges"][0]
+        for r in f["ranges"][1:]:
+            assert parent_name(r["symbol"]) == f["name"], (f["name"], r["symbol"])

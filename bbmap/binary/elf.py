@@ -100,6 +100,12 @@ class Binary:
                 with contextlib.suppress(OSError, BufferError):
                     obj.close()
 
+    def __enter__(self) -> Binary:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     @property
     def is_relocatable(self) -> bool:
         return self.e_type == "ET_REL"
