@@ -52,21 +52,33 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# subcommand name -> module that registers it on ``main`` when imported
+SUBCOMMANDS = {
+    "annotate": "bbmap.cli.annotate",
+    "cfg": "bbmap.cli.cfg",
+    "dump": "bbmap.cli.dump",
+    "lookup": "bbmap.cli.lookup",
+    "perf-info": "bbmap.cli.perf_info",
+    "verify": "bbmap.cli.verify",
+}
+
+
+class LazyGroup(click.Group):
+    """Import a subcommand's module only when that subcommand runs (or help lists it),
+    so ``bbmap annotate`` does not pay for the disassembler ``verify`` loads."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(SUBCOMMANDS))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in SUBCOMMANDS:
+            import importlib
+
+            importlib.import_module(SUBCOMMANDS[name])
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bbmap")
 def main() -> None:
     """Map sampled program counters to compiler basic blocks."""
-
-
-def _register() -> None:
-    import importlib
-
-    for name in ("dump", "perf_info", "lookup", "annotate", "verify", "cfg"):
-        try:
-            importlib.import_module(f"bbmap.cli.{name}")
-        except ModuleNotFoundError as e:  # a subcommand still being written
-            if e.name != f"bbmap.cli.{name}":
-                raise
-
-
-_register()
