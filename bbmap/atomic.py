@@ -1,12 +1,23 @@
-"""Write outputs atomically: a reader sees the old file or the whole new one."""
+"""Write outputs atomically: a reader sees the old file or the whole new one.
+
+A regular file (or a symlink to one: the link is kept, its target replaced) is written
+to a temporary file beside it and renamed over it.  What cannot be renamed over -- a
+device, a FIFO, a terminal, ``/dev/stdout`` -- is written through in place.  Every
+failure is a :class:`~bbmap.errors.BBMapError` naming the output path (never the
+temporary file).  Text is UTF-8; file names that are not (``os.fsdecode`` surrogates)
+are written back as the bytes they came from.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from typing import IO
+
+from bbmap.errors import BBMapError
 
 
 @contextlib.contextmanager
@@ -14,21 +25,53 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
                 ) -> Iterator[IO]:
     """Open a temporary file beside ``path``; rename it over ``path`` on success."""
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".bbmap-", suffix=".tmp", dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual mode
+    enc = None if "b" in mode else encoding
+    errors = None if "b" in mode else "surrogateescape"
     try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise _output_error(path, e) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise BBMapError("cannot write output: it is a directory", file=path)
+    real = os.path.realpath(path)
+    if (st is not None and not stat.S_ISREG(st.st_mode)) or real.startswith(("/proc/", "/dev/")):
+        # a device, FIFO, terminal or /dev/stdout: nothing to rename over; write through
+        try:
+            with open(path, mode, encoding=enc, errors=errors) as fh:
+                yield fh
+        except OSError as e:
+            raise _output_error(path, e) from None
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".bbmap-", suffix=".tmp",
+                                   dir=os.path.dirname(real))
+    except OSError as e:
+        raise _output_error(path, e) from None
+    if st is not None:
+        perm = stat.S_IMODE(st.st_mode)  # replacing a file: keep its mode
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        perm = 0o666 & ~umask  # mkstemp makes 0600; outputs get the usual mode
+    try:
+        os.fchmod(fd, perm)
+        with os.fdopen(fd, mode, encoding=enc, errors=errors) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        os.replace(tmp, real)
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _output_error(path, e) from None
         raise
+
+
+def _output_error(path: str, e: OSError) -> BBMapError:
+    return BBMapError(f"cannot write output: {e.strerror or e}", file=path)
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:

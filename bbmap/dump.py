@@ -2,17 +2,21 @@
 """``bbmap dump``: every function, range and block of a binary's maps, as JSON or text.
 
 The JSON shape is written down in ``spec/dump-json.md``.  A clang-sized map has
-millions of blocks, so the JSON text is assembled from preformatted fragments (one
-``%`` format per block over plain lists) rather than ``json.dumps`` of a dict per
-block; :func:`dump` is ``json.loads`` of that same text, so both views agree.
+millions of blocks, so the JSON text is joined from shared string fragments (one per
+metadata value, one per small number) picked with numpy, five per block, instead of
+``json.dumps`` of a dict per block; :func:`dump` is ``json.loads`` of that same text,
+so both views agree.
 """
 
 from __future__ import annotations
 
 import json
+import queue
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
+from typing import IO
 
 import numpy as np
 
@@ -46,32 +50,93 @@ def source_format(src: MapSource) -> str:
                                                                    hex(src.sh_type))
 
 
-def _pgo_json(m: BlockMap, f: int, feat: int) -> str | None:
-    if not feat & (FEAT_FUNC_ENTRY_COUNT | FEAT_BB_FREQ | FEAT_BR_PROB):
-        return None
-    parts = []
-    if feat & FEAT_FUNC_ENTRY_COUNT:
-        parts.append('"entry_count":%d' % int(m.func_entry_count[f]))
-    if feat & (FEAT_BB_FREQ | FEAT_BR_PROB):
-        post = bool(feat & FEAT_POST_LINK_CFG)
-        blocks = []
-        for b in m.function_blocks(f):
-            items = ['"id":%d' % int(m.block_id[b])]
-            if feat & FEAT_BB_FREQ:
-                items.append('"frequency":%d' % int(m.block_freq[b]))
-            if post:
-                items.append('"postlink_frequency":%d' % int(m.block_postlink_freq[b]))
-            if feat & FEAT_BR_PROB:
-                succ = []
-                for sid, prob, pl in m.block_successors(b):
-                    s = '{"id":%d,"probability":%d' % (sid, prob)
-                    if post:
-                        s += ',"postlink_frequency":%d' % pl
-                    succ.append(s + "}")
-                items.append('"successors":[%s]' % ",".join(succ))
-            blocks.append("{" + ",".join(items) + "}")
-        parts.append('"blocks":[%s]' % ",".join(blocks))
-    return "{" + ",".join(parts) + "}"
+def _pgo_texts(m: BlockMap, feats: np.ndarray) -> dict[int, str]:
+    """The ``"pgo"`` object of every function that has one (feature bits 0-2).
+
+    Built column-wise: one string per block head and per successor, laid out in one
+    flat list in output order, then joined per function (a PGO map of a clang-sized
+    binary has millions of blocks too)."""
+    funcs = np.flatnonzero(feats & (FEAT_FUNC_ENTRY_COUNT | FEAT_BB_FREQ | FEAT_BR_PROB))
+    if not len(funcs):
+        return {}
+    fptr = m.range_block_ptr[m.func_range_ptr]
+    nb_f = np.diff(fptr)
+    per_block = feats[np.repeat(np.arange(m.num_functions), nb_f)]
+    want = np.flatnonzero(per_block & (FEAT_BB_FREQ | FEAT_BR_PROB))
+    flat: list[str] = []
+    start = np.zeros(m.num_blocks + 1, np.int64)  # where each wanted block starts in flat
+    if len(want):
+        bf = per_block[want]
+        has_freq, has_post = (bf & FEAT_BB_FREQ) != 0, (bf & FEAT_POST_LINK_CFG) != 0
+        has_succ = (bf & FEAT_BR_PROB) != 0
+        first_of_func = np.zeros(m.num_blocks, "?")
+        first_of_func[fptr[:-1][nb_f > 0]] = True
+        heads = np.empty(len(want), dtype=object)
+        ids = m.block_id[want]
+        key = (first_of_func[want].astype(np.int64) << 3 | has_freq << 2 | has_post << 1
+               | has_succ)
+        for k in np.unique(key).tolist():  # one format per feature combination
+            sel = np.flatnonzero(key == k)
+            fmt = ('{"id":%d' if k & 8 else ',{"id":%d') + (',"frequency":%d' if k & 4 else "") \
+                + (',"postlink_frequency":%d' if k & 2 else "") \
+                + (',"successors":[' if k & 1 else "}")
+            cols = [ids[sel].tolist()]
+            if k & 4:
+                cols.append(m.block_freq[want[sel]].tolist())
+            if k & 2:
+                cols.append(m.block_postlink_freq[want[sel]].tolist())
+            heads[sel] = [fmt % t for t in zip(*cols)]
+        sptr = m.block_succ_ptr
+        nsucc = np.where(has_succ, sptr[want + 1] - sptr[want], 0)
+        count = 1 + nsucc + has_succ
+        pos = np.zeros(len(want) + 1, np.int64)
+        np.cumsum(count, out=pos[1:])
+        flat_arr = np.empty(int(pos[-1]), dtype=object)
+        flat_arr[pos[:-1]] = heads
+        flat_arr[pos[:-1][has_succ] + count[has_succ] - 1] = "]}"
+        sb = np.flatnonzero(nsucc)
+        if len(sb):
+            src = _ranges(sptr[want[sb]], nsucc[sb])
+            dst = _ranges(pos[sb] + 1, nsucc[sb])
+            first = np.zeros(len(src), "?")
+            first[np.concatenate([[0], np.cumsum(nsucc[sb])[:-1]])] = True
+            post = np.repeat(has_post[sb], nsucc[sb])
+            sid = m.succ_id[src].tolist()
+            prob = m.succ_prob[src].tolist()
+            spl = m.succ_postlink[src].tolist()
+            flat_arr[dst] = [
+                ('%s{"id":%d,"probability":%d,"postlink_frequency":%d}' % (
+                    "" if f else ",", a, b, c)) if p else
+                ('%s{"id":%d,"probability":%d}' % ("" if f else ",", a, b))
+                for f, p, a, b, c in zip(first.tolist(), post.tolist(), sid, prob, spl)]
+        flat = flat_arr.tolist()
+        start[want] = pos[:-1]
+        # blocks without PGO entries keep no text; a function's text ends where its last
+        # wanted block's pieces end
+        start_end = np.zeros(m.num_blocks + 1, np.int64)
+        start_end[want + 1] = pos[1:]
+        end_of = np.maximum.accumulate(start_end)
+    out = {}
+    entry = m.func_entry_count.tolist()
+    for f in funcs.tolist():
+        feat = int(feats[f])
+        parts = []
+        if feat & FEAT_FUNC_ENTRY_COUNT:
+            parts.append('"entry_count":%d' % entry[f])
+        if feat & (FEAT_BB_FREQ | FEAT_BR_PROB):
+            a, z = int(fptr[f]), int(fptr[f + 1])
+            text = "".join(flat[int(start[a]):int(end_of[z])]) if z > a else ""
+            parts.append('"blocks":[%s]' % text)
+        out[f] = "{" + ",".join(parts) + "}"
+    return out
+
+
+def _ranges(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenate ``arange(first[i], first[i] + counts[i])``."""
+    total = int(counts.sum())
+    ptr = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return np.repeat(first - ptr[:-1], counts) + np.arange(total, dtype=np.int64)
 
 
 _CHUNK = 100_000
@@ -136,7 +201,7 @@ def iter_json(binary: Binary) -> Iterator[bytes]:
 
     Everything between two blocks (closing a range, a function tail, the next
     function's header, the next range's prefix) is one "gap" string; the blocks
-    themselves are formatted a chunk at a time by a single ``%`` over the chunk.
+    themselves are joined a chunk at a time from table-looked-up fragments.
     """
     m = binary.block_map
     F, B = m.num_functions, m.num_blocks
@@ -184,10 +249,8 @@ def iter_json(binary: Binary) -> Iterator[bytes]:
     for r, sym in _part_symbols(binary, m).items():  # foo.cold, foo.__part.N
         rprefix[r] = rprefix[r][:-len(',"blocks":[')] + ',"symbol":%s,"blocks":[' % _esc(sym)
     tails = ["]}"] * F
-    for f in np.flatnonzero(feats & 0x07).tolist():
-        pgo = _pgo_json(m, f, int(feats[f]))
-        if pgo:
-            tails[f] = '],"pgo":%s}' % pgo
+    for f, pgo in _pgo_texts(m, feats).items():
+        tails[f] = '],"pgo":%s}' % pgo
     for f, (n, d) in enumerate(zip(names, disp)):
         if n is not None and d != n:
             tails[f] = tails[f][:-1] + ',"mangled":%s}' % _esc(n)
@@ -258,6 +321,34 @@ def _part_symbols(binary: Binary, m: BlockMap) -> dict[int, str]:
 
 
 _PLAIN = re.compile(r'[\x00-\x1f"\\\x7f-\U0010ffff]')
+
+
+def write_overlapped(parts: Iterable[bytes], fh: IO[bytes]) -> None:
+    """Write fragments from a second thread while the next one is built (the write
+    system call releases the GIL, so a 300 MB dump's I/O overlaps its formatting)."""
+    q: queue.Queue = queue.Queue(maxsize=2)
+    failed: list[BaseException] = []
+
+    def writer() -> None:
+        while (p := q.get()) is not None:
+            if not failed:
+                try:
+                    fh.write(p)
+                except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+                    failed.append(e)
+
+    t = threading.Thread(target=writer, name="bbmap-dump-writer", daemon=True)
+    t.start()
+    try:
+        for p in parts:
+            if failed:
+                break
+            q.put(p)
+    finally:
+        q.put(None)
+        t.join()
+    if failed:
+        raise failed[0]
 
 
 def _esc(s: str) -> str:

@@ -124,12 +124,20 @@ class Evidence:
     matched_by: str | None = None  # "build-id" | "path" | "basename" | "name override"
     binary_mappings: int = 0
     huge_page_runs: int = 0
+    pid: int | None = None  # the caller's pid filter
+    pids_mapping_binary: list[int] = field(default_factory=list)  # in the whole profile
 
     def explain(self) -> str:
         """One paragraph: why the binary's mappings were (not) found."""
         base = os.path.basename(self.binary_path)
         if self.binary_mappings:
             return (f"{self.binary_mappings} mapping(s) of {base} found by {self.matched_by}")
+        if self.pid is not None and self.pids_mapping_binary:
+            pids = ", ".join(map(str, self.pids_mapping_binary[:10]))
+            more = len(self.pids_mapping_binary) - 10
+            return (f"pid {self.pid} has no executable mapping of {base}; pids that map it "
+                    f"(found by {self.matched_by}): {pids}{f' and {more} more' if more > 0 else ''}"
+                    "; pass one of them or drop --pid")
         parts = [f"no executable mapping of {base} in the profile"]
         if self.binary_build_id:
             parts.append(f"its build-id {self.binary_build_id} is "
@@ -334,6 +342,8 @@ class ProfileMappings:
                     diags.warn(f"{mp.filename} mapped at {mp.start:#x} pgoff {mp.pgoff:#x}: {e}")
         ev.binary_mappings = sum(1 for mp in done if mp.is_binary and
                                  (pid is None or mp.pid == pid))
+        ev.pid = pid
+        ev.pids_mapping_binary = sorted({mp.pid for mp in done if mp.is_binary})
         if pid is not None and not any(mp.pid == pid for mp in done):
             pids = sorted({mp.pid for mp in done if mp.is_binary})
             diags.warn(f"pid {pid} has no mappings in the profile; pids mapping the binary: "

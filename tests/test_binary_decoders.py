@@ -49,14 +49,16 @@ def test_batched_sections_equal_one_by_one(path):
     if not path.exists():
         pytest.skip("not built")
     b = load_binary(path)
-    secs = b.map_sections()
-    if len(secs) < 2:
-        pytest.skip("one map section")
+    secs = b.map_sections()  # one section: block_map must equal that section's decode
     maps = [m for m in (b.decode_section(s) for s in secs) if m is not None and m.num_functions]
     one_by_one = BlockMap.concat(maps)
+    if not b.is_relocatable:
+        b._fill_range_sections(one_by_one)  # linked images: text sections from headers
     batched = load_binary(path).block_map
+    if not maps:
+        return
     assert batched.differences(one_by_one) == []
-    assert len(batched.sources) == len(secs)
+    assert len(batched.sources) == len(maps)
 
 
 def test_fault_in_one_section_keeps_the_others(tmp_path):
@@ -78,3 +80,32 @@ def test_fault_in_one_section_keeps_the_others(tmp_path):
     assert errors[0].message == "unsupported SHT_LLVM_BB_ADDR_MAP version: 9"
     assert m.func_name == ["crel_loop"]
     assert np.all(m.range_section != first.sh_link) and m.num_blocks == 9
+
+
+def _v5(feature: int, body: bytes) -> bytes:
+    return bytes([5, feature & 0xFF, feature >> 8]) + bytes(8) + body
+
+
+GOOD = _v5(0, b"\x01\x00\x00\x04\x01")
+
+
+@pytest.mark.parametrize("bad, message", [
+    (_v5(0x20, b"\x01\x00\x00\x02\xff\xff\xff\xff\x0f\x05\x01\x00"),
+     "callsite offset 0x100000004 exceeds UINT32_MAX"),
+    (_v5(0, b"\x01\x00\x00\x04\x80\x02"), "invalid encoding for BBEntry::Metadata: 0x100"),
+    (_v5(0x40, b"\x01\x00\x00\x04\x01\x00\x00"), "needs at least 12 bytes but only 6"),
+    (_v5(0x100, b""), "invalid encoding for BBAddrMap::Features: 0x100"),
+    (_v5(0x04, b"\x01\x00\x00\x04\x01\xff\xff\xff\xff\x7f"), "count"),
+])
+def test_fast_and_reference_agree_on_crafted_faults(bad, message):
+    from bbmap.binary.mapinput import KIND_VERSIONED, MapInput
+
+    tail = b"" if "only 6" in message else GOOD  # a hash cut short must end the map
+    inp = MapInput(data=GOOD + bad + tail, kind=KIND_VERSIONED, file="x.o",
+                   label="section [3] .llvm_bb_addr_map")
+    r, rd = decode_section_ref(inp)
+    f, fd = decode_section_fast(inp)
+    assert r.differences(f) == [] and f.num_functions == 1
+    assert [str(d) for d in rd] == [str(d) for d in fd]
+    (err,) = [d for d in fd if d.severity == "error"]
+    assert message in err.message and err.offset >= len(GOOD)

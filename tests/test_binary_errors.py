@@ -147,3 +147,25 @@ def test_garbage_map_is_bounded(tmp_path):
     p, r = _run(tmp_path, write_elf(garbage, functions=_fns()))
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("body", [
+    encode_uleb(0xFFFFFFFF) + b"\0" * 64,  # 4 billion blocks declared, 64 bytes present
+    b"\x00" * 8,  # too short for anything
+])
+def test_absurd_counts_allocate_nothing_big(body):
+    import tracemalloc
+
+    from bbmap.binary.decode_fast import decode_section_fast
+    from bbmap.binary.decode_ref import decode_section_ref
+    from bbmap.binary.mapinput import KIND_VERSIONED, MapInput
+
+    data = encode_map(_records(1)) + bytes([5, 0, 0]) + bytes(8) + body
+    inp = MapInput(data=data, kind=KIND_VERSIONED, file="x", label=SEC)
+    for decode in (decode_section_ref, decode_section_fast):
+        tracemalloc.start()
+        m, diags = decode(inp)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert m.num_functions >= 1 and diags[-1].severity == "error"
+        assert peak < 2_000_000, (decode.__name__, peak)

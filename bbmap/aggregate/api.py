@@ -120,15 +120,18 @@ def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> lis
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[str] = []
+    origin: dict[int, str] = {}  # index in out -> "listfile: line N" it came from
     for p in paths:
         p = os.fspath(p)
         if p.startswith("@"):
             lst = p[1:]
             try:
-                with open(lst, encoding="utf-8") as fh:
+                # paths are bytes on Linux: undecodable ones come back via surrogateescape
+                with open(lst, encoding="utf-8", errors="surrogateescape") as fh:
                     lines = fh.read().splitlines()
             except OSError as e:
-                raise BBMapError(f"cannot read list file: {e.strerror}", file=lst) from None
+                raise BBMapError(f"cannot read list file {p!r}: {e.strerror}",
+                                 file=lst or None) from None
             base = os.path.dirname(os.path.abspath(lst))
             for n, line in enumerate(lines, 1):
                 line = line.strip()
@@ -137,14 +140,18 @@ def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> lis
                 if line.startswith("@"):
                     raise BBMapError(f"line {n}: nested list files are not supported",
                                      file=lst)
+                if "\0" in line:
+                    raise BBMapError(f"line {n}: not a file name (a NUL byte); a list file "
+                                     "holds one path a line", file=lst)
+                origin[len(out)] = f"{lst}: line {n}: "
                 out.append(line if os.path.isabs(line) else os.path.join(base, line))
         else:
             out.append(p)
     if not out:
         raise BBMapError("no perf.data files given")
-    for p in out:
+    for i, p in enumerate(out):
         if not os.path.exists(p):
-            raise BBMapError("no such perf.data file", file=p)
+            raise BBMapError(f"{origin.get(i, '')}{p}: no such perf.data file")
     return out
 
 

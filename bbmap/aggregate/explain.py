@@ -151,6 +151,14 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
             f"{_top(acct.dso_samples) or 'none'}; kernel {int(acct.samples[KERNEL])})")
         return STATUS_NOTHING, out
 
+    if in_block == 0 and int(acct.samples[IN_FUNCTION_NO_BLOCK]) == 0:
+        why = ("the build-id mismatch says this is not the binary that was profiled"
+               if mismatched else "the mapping of the binary is probably wrong (is this "
+               "the build that was profiled?)")
+        err(f"all {in_binary} samples that landed in {name} are outside every function "
+            f"(PLT, stubs, gaps), none in a basic block: {why}")
+        return STATUS_NOTHING, out
+
     if in_block == 0:
         nb = int(acct.samples[IN_FUNCTION_NO_BLOCK])
         fns = _top(dict(ev.hot_no_block)) if ev.hot_no_block else "none"

@@ -109,11 +109,7 @@ class _Walker:
         self.r_run: list[tuple[int, int]] = []
         self.x_ks: list[int] = []  # explicit blocks: first token
         self.x_hash: list[int] = []  # byte position of the hash, -1 if none
-        self.p_freq: list[int] = []
-        self.p_plf: list[int] = []
-        self.p_succ: list[int] = []
-        self.p_nsucc: list[int] = []
-        self.p_sw: list[int] = []
+        self.p_start: list[int] = []  # PGO: first token of each block's entry
 
     def chain(self) -> memoryview:
         """``next[t]``: the token after a callsite block starting at token ``t``."""
@@ -346,33 +342,19 @@ class _Walker:
                 entry_tok = k
                 k += 1
             if eff & 0x06:
-                post = 1 if eff & 0x80 else 0
-                sw = 2 + post
-                ntok = self.ntok
-                for _b in range(total_blocks):
-                    if eff & 0x02:
-                        self.p_freq.append(k)
-                        k += 1
-                    else:
-                        self.p_freq.append(-1)
-                    if post:
-                        self.p_plf.append(k)
-                        k += 1
-                    else:
-                        self.p_plf.append(-1)
-                    if eff & 0x04:
-                        ns = Vm[k]
-                        if ns * 2 > ntok - k:
-                            raise _Stop
-                        self.p_succ.append(k + 1)
-                        self.p_nsucc.append(ns)
-                        k += 1 + ns * sw
-                    else:
-                        self.p_succ.append(-1)
-                        self.p_nsucc.append(0)
-                    self.p_sw.append(sw)
-                    if k > ntok:
-                        raise _Stop
+                # per block: [freq] [postlink freq] [n, n x (id, prob [, postlink])];
+                # only each block's first token is kept, the rest is derived later
+                lead = (1 if eff & 0x02 else 0) + (1 if eff & 0x80 else 0)
+                if eff & 0x04:
+                    app = self.p_start.append
+                    sw = 3 if eff & 0x80 else 2
+                    step = lead + 1
+                    for _b in range(total_blocks):
+                        app(k)
+                        k += step + Vm[k + lead] * sw
+                else:
+                    self.p_start.extend(range(k, k + lead * total_blocks, lead))
+                    k += lead * total_blocks
             if k > self.ntok:
                 raise _Stop
             pos = T[k - 1] + 1
@@ -422,7 +404,7 @@ def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
         pos = w.run_simple(pos, versioned)
         if pos >= w.n:
             break
-        committed = (len(w.r_nb), len(w.x_ks), len(w.p_freq))
+        committed = (len(w.r_nb), len(w.x_ks), len(w.p_start))
         try:
             nxt = w.function(pos, versioned)
         except (_Stop, IndexError, struct.error):
@@ -482,7 +464,7 @@ def _restore(w: _Walker, committed: tuple[int, int, int]) -> None:
 
 _LISTS = (("r_addr_off", "r_raw", "r_nb", "r_nblk", "r_run"),
           ("x_ks", "x_hash"),
-          ("p_freq", "p_plf", "p_succ", "p_nsucc", "p_sw"))
+          ("p_start",))
 
 
 def _truncate(m: BlockMap, nf: int) -> BlockMap:
@@ -639,9 +621,6 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
             bad_cs |= bad_tok[cs_tok]
         if bad_cs.any():
             bad_blocks.append(np.repeat(cs_blocks, ncs_full[cs_blocks])[bad_cs])
-        over = size[cs_blocks] > U32
-        if over.any():
-            bad_blocks.append(cs_blocks[over])
     # value checks: metadata over 8 bits, 32-bit fields over 32 bits, malformed tokens
     bad_block = raw_md > 0xFF
     if wide:
@@ -700,22 +679,30 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     succ_first = np.zeros(B, np.int64)
     sw = np.zeros(B, np.int64)
     if P:
-        pf = np.array(w.p_freq[:P], np.int64)
-        pp = np.array(w.p_plf[:P], np.int64)
-        ps = np.array(w.p_succ[:P], np.int64)
-        pn = np.array(w.p_nsucc[:P], np.int64)
-        psw = np.array(w.p_sw[:P], np.int64)
-        sel = pf >= 0
-        m.block_freq[pgo_blocks[sel]] = V[pf[sel]]
+        ps = np.array(w.p_start[:P], np.int64)
+        peff = np.repeat(feff, blocks_per_func)[pgo_blocks]
+        has_f = (peff & 0x02) != 0
+        has_p = (peff & 0x80) != 0
+        has_s = (peff & 0x04) != 0
         bad_p = np.zeros(P, "?")
-        bad_p[sel] |= bad_tok[pf[sel]]
-        sel = pp >= 0
-        m.block_postlink_freq[pgo_blocks[sel]] = V[pp[sel]]
-        bad_p[sel] |= bad_tok[pp[sel]] | (V[pp[sel]] > U32)
-        bad_p |= bad_tok[np.maximum(ps - 1, 0)] & (ps >= 0)
-        nsucc[pgo_blocks] = pn
-        succ_first[pgo_blocks] = ps
-        sw[pgo_blocks] = psw
+        sel = np.flatnonzero(has_f)
+        m.block_freq[pgo_blocks[sel]] = V[ps[sel]]
+        if any_bad_tok:
+            bad_p[sel] |= bad_tok[ps[sel]]
+        plf_t = ps + has_f
+        sel = np.flatnonzero(has_p)
+        m.block_postlink_freq[pgo_blocks[sel]] = V[plf_t[sel]]
+        if wide:
+            bad_p[sel] |= V[plf_t[sel]] > U32
+        if any_bad_tok:
+            bad_p[sel] |= bad_tok[plf_t[sel]]
+        ns_t = plf_t + has_p
+        sel = np.flatnonzero(has_s)
+        nsucc[pgo_blocks[sel]] = V[ns_t[sel]].astype(np.int64)
+        if any_bad_tok:
+            bad_p[sel] |= bad_tok[ns_t[sel]]
+        succ_first[pgo_blocks] = ns_t + 1
+        sw[pgo_blocks] = 2 + has_p
         if bad_p.any():
             bad_func[block_func[pgo_blocks[bad_p]]] = True
     np.cumsum(nsucc, out=m.block_succ_ptr[1:])

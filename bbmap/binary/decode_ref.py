@@ -43,6 +43,8 @@ def function_record(c, inp: MapInput, notes: Notes) -> FunctionRecord:
         prev_end = 0
         for i, e in enumerate(r.blocks or ()):
             cs = callsite_offsets(e.callsites) if e.callsites is not None else []
+            if cs and cs[-1] > 0xFFFFFFFF:
+                raise MapFault(f"callsite offset {cs[-1]:#x} exceeds UINT32_MAX", c.offset)
             size = e.size + (cs[-1] if cs else 0)
             off = e.offset if version == 0 else e.offset + prev_end
             prev_end = off + size

@@ -114,11 +114,23 @@ class Binary:
     def address_size(self) -> int:
         return 8 if self.elfclass == 64 else 4
 
+    def _section_headers(self):
+        """(header, name) per section, without building pyelftools Section objects
+        (which parse whole GNU hash tables eagerly: 0.1 s on a 100k-symbol DSO)."""
+        elf = self.elf
+        try:
+            n = elf.num_sections()
+            for i in range(n):
+                h = elf._get_section_header(i)
+                yield h, elf._get_section_name(h)
+        except AttributeError:  # another pyelftools: the public, slower way
+            for s in elf.iter_sections():
+                yield s.header, s.name
+
     def _read_sections(self) -> list[SectionInfo]:
         out = []
-        for i, s in enumerate(self.elf.iter_sections()):
-            h = s.header
-            out.append(SectionInfo(index=i, name=s.name, sh_type=sh_type_number(h["sh_type"]),
+        for i, (h, name) in enumerate(self._section_headers()):
+            out.append(SectionInfo(index=i, name=name, sh_type=sh_type_number(h["sh_type"]),
                                    sh_flags=h["sh_flags"], sh_addr=h["sh_addr"],
                                    sh_offset=h["sh_offset"], sh_size=h["sh_size"],
                                    sh_link=h["sh_link"], sh_info=h["sh_info"]))
@@ -126,8 +138,12 @@ class Binary:
 
     def _read_segments(self) -> list[Segment]:
         out = []
-        for seg in self.elf.iter_segments():
-            h = seg.header
+        elf = self.elf
+        try:  # headers only: a DynamicSegment object would parse the GNU hash table
+            headers = [elf._get_segment_header(i) for i in range(elf.num_segments())]
+        except AttributeError:
+            headers = [seg.header for seg in elf.iter_segments()]
+        for h in headers:
             p_type = h["p_type"]
             if not isinstance(p_type, int):
                 p_type = enums.ENUM_P_TYPE_BASE.get(p_type, -1)
@@ -188,14 +204,17 @@ class Binary:
     # ---------------------------------------------------------------- build-id
     @cached_property
     def build_id(self) -> str | None:
-        for s in self.elf.iter_sections():
-            if s.header["sh_type"] == "SHT_NOTE":
-                try:
-                    for note in s.iter_notes():
-                        if note["n_type"] == "NT_GNU_BUILD_ID":
-                            return note["n_desc"]
-                except (ELFError, struct.error, UnicodeDecodeError):
-                    continue
+        holders = [self.elf.get_section(s.index) for s in self.sections if s.sh_type == 7]
+        if not holders:  # no section headers: the PT_NOTE segments
+            holders = [self.elf.get_segment(i) for i, g in enumerate(self.segments)
+                       if g.p_type == 4]  # PT_NOTE
+        for h in holders:
+            try:
+                for note in h.iter_notes():
+                    if note["n_type"] == "NT_GNU_BUILD_ID":
+                        return note["n_desc"]
+            except (ELFError, struct.error, UnicodeDecodeError, ValueError):
+                continue
         return None
 
     # ----------------------------------------------------------------- symbols

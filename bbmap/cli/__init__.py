@@ -8,6 +8,7 @@ one line on stderr and a non-zero exit code: never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -40,7 +41,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except KeyboardInterrupt:
             click.echo("bbmap: interrupted", err=True)
             sys.exit(130)
-        except click.exceptions.Exit:
+        except (click.exceptions.Exit, click.exceptions.ClickException):
             raise
         except Exception as e:  # noqa: BLE001 - last line of defence, still one line
             if os.environ.get("BBMAP_DEBUG"):
@@ -50,6 +51,30 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(EXIT_FAILED)
 
     return wrapper
+
+
+def refuse_output_over_input(output: str | None, inputs: list[str] | tuple[str, ...]) -> None:
+    """A usage error when ``-o`` names one of the inputs (it would be destroyed)."""
+    if not output or not os.path.exists(output):
+        return
+    for p in inputs:
+        if p.startswith("@"):
+            from bbmap.aggregate.api import expand_inputs
+            try:
+                listed = expand_inputs([p])
+            except BBMapError:
+                listed = []
+            candidates = [p[1:], *listed]
+        else:
+            candidates = [p]
+        for c in candidates:
+            try:
+                same = os.path.samefile(output, c)
+            except OSError:
+                continue
+            if same:
+                raise click.UsageError(f"-o {output} is an input ({c}); refusing to "
+                                       "overwrite it")
 
 
 # subcommand name -> module that registers it on ``main`` when imported
@@ -82,3 +107,8 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="bbmap")
 def main() -> None:
     """Map sampled program counters to compiler basic blocks."""
+    # file names are bytes on Linux; ones that are not UTF-8 reach us as surrogates
+    # (os.fsdecode) and are printed back as the same bytes, whatever the locale
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="surrogateescape")

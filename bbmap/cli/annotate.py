@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from bbmap.cli import EXIT_PROBLEMS, guarded, main
+from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
 from bbmap.errors import BBMapError
 
 FORMATS = ("text", "json", "csv", "propeller", "symorder")
@@ -22,7 +22,7 @@ FORMATS = ("text", "json", "csv", "propeller", "symorder")
 @click.option("--name", "name", default=None,
               help="the binary's file name as the profile mapped it (if renamed or moved)")
 @click.option("--pid", type=int, default=None, help="only samples of this process")
-@click.option("--top", type=int, default=None,
+@click.option("--top", type=click.IntRange(min=0), default=None,
               help="hottest functions to list (text default 20; json/csv default all; 0 = all)")
 @click.option("--cluster-version", type=click.Choice(["0", "1"]), default="1",
               show_default=True, help="Propeller cluster file format")
@@ -47,6 +47,7 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, name: st
         raise BBMapError("need at least one perf.data file and the binary "
                          "(bbmap annotate perf.data ./binary)")
     *perf_paths, binary = inputs
+    refuse_output_over_input(output, inputs)
     if _is_perf_data(binary):
         raise BBMapError(f"{binary} is perf data, but the last argument must be the binary "
                          "(bbmap annotate perf.data ./binary)")

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from bbmap.cli import EXIT_PROBLEMS, guarded, main
+from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
 from bbmap.errors import BBMapError
 
 FORMATS = ("svg", "dot")
@@ -53,6 +53,7 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
         raise BBMapError("need at least one perf.data file and the binary "
                          "(bbmap cfg perf.data ./binary -o out.svg)")
     *perf_paths, binary = inputs
+    refuse_output_over_input(output, inputs)
     if _is_perf_data(binary):
         raise BBMapError(f"{binary} is perf data, but the last argument must be the binary "
                          "(bbmap cfg perf.data ./binary -o out.svg)")

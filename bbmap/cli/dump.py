@@ -8,7 +8,7 @@ import click
 
 from bbmap.atomic import atomic_open
 from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main
-from bbmap.dump import iter_json, iter_text
+from bbmap.dump import iter_json, iter_text, write_overlapped
 
 
 @main.command("dump")
@@ -35,13 +35,10 @@ def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
     try:
         if output:
             with atomic_open(output, "wb") as fh:
-                for p in parts:
-                    fh.write(p)
+                write_overlapped(parts, fh)
         else:
-            out = sys.stdout.buffer
-            for p in parts:
-                out.write(p)
-            out.flush()
+            write_overlapped(parts, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
     except BrokenPipeError:  # `bbmap dump ... | head`: the reader has seen enough
         import os
 

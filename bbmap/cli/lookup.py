@@ -10,14 +10,14 @@ from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main
 
 
 @main.command("lookup")
-@click.argument("binary", type=click.Path(dir_okay=False))
+@click.argument("binary")
 @click.argument("addrs", nargs=-1, required=True)
 @click.option("--offset", "space", flag_value="offset", help="ADDRs are ELF file offsets.")
 @click.option("--vma", "space", flag_value="vma",
               help="ADDRs are runtime addresses (needs --perf-data or --base).")
 @click.option("--vaddr", "space", flag_value="vaddr", default=True,
               help="ADDRs are ELF virtual addresses (the default).")
-@click.option("--perf-data", "perf_data", type=click.Path(dir_okay=False),
+@click.option("--perf-data", "perf_data",
               help="Profile whose mmap records say where the binary was loaded "
                    "(needed by --vma; otherwise gives the VMA of each address).")
 @click.option("--pid", type=int, help="Use this process's mappings of the profile.")

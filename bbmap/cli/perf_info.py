@@ -8,12 +8,12 @@ import sys
 import click
 
 from bbmap.atomic import write_atomic
-from bbmap.cli import EXIT_PROBLEMS, guarded, main
+from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
 from bbmap.perf.info import format_text, perf_info
 
 
 @main.command("perf-info")
-@click.argument("perf_data", type=click.Path(dir_okay=False))
+@click.argument("perf_data")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write to FILE (atomically) instead of stdout.")
@@ -23,14 +23,19 @@ def perf_info_cmd(perf_data: str, as_json: bool, output: str | None) -> None:
 
     Exits 1 when the file is damaged past a point (the counts cover what could be read).
     """
-    info = perf_info(perf_data)
-    text = json.dumps(info, indent=2) + "\n" if as_json else format_text(info) + "\n"
+    refuse_output_over_input(output, [perf_data])
+    diags: list = []
+    info = perf_info(perf_data, diagnostics=diags)
+    errors = {str(d) for d in diags if d.severity == "error"}
+    text = json.dumps(info, indent=2) + "\n" if as_json else format_text(info, errors) + "\n"
     if output:
         write_atomic(output, text)
     else:
         click.echo(text, nl=False)
-    if output:  # stdout shows them in the document itself
-        for w in info["warnings"]:
+    for w in info["warnings"]:
+        if w in errors and (output or not as_json):  # a JSON document on stdout holds them
+            click.echo(f"bbmap: error: {w}", err=True)
+        elif output:
             click.echo(f"bbmap: warning: {w}", err=True)
     if info["errors"]:
         sys.exit(EXIT_PROBLEMS)

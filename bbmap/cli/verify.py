@@ -8,7 +8,15 @@ import sys
 import click
 
 from bbmap.atomic import atomic_open
-from bbmap.cli import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, guarded, main
+from bbmap.cli import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    guarded,
+    main,
+    refuse_output_over_input,
+)
 from bbmap.errors import BBMapError
 
 
@@ -24,7 +32,7 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
 
 
 @main.command("verify")
-@click.argument("binaries", nargs=-1, type=click.Path(dir_okay=False))
+@click.argument("binaries", nargs=-1)
 @click.option("--check", "checks", multiple=True, metavar="NAME", callback=_known_checks,
               help="Run only this check (repeatable; see --list-checks).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document for all binaries.")
@@ -56,6 +64,7 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
     if not binaries:
         click.echo("bbmap: error: give at least one BINARY (or --list-checks)", err=True)
         sys.exit(EXIT_USAGE)
+    refuse_output_over_input(output, binaries)
     names = select_checks(checks) if checks else None
     reports = []
     errors: list[tuple[str, str]] = []

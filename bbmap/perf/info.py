@@ -20,8 +20,10 @@ CPUMODE_NAMES = {0: "unknown", 1: "kernel", 2: "user", 3: "hypervisor", 4: "gues
 SCHEMA_VERSION = 1
 
 
-def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50) -> dict:
-    """Summarize ``path``; raises BBMapError only when it is not perf data at all."""
+def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50,
+              diagnostics: list | None = None) -> dict:
+    """Summarize ``path``; raises BBMapError only when it is not perf data at all.
+    ``diagnostics``, if given, receives the reader's Diagnostic objects (with severity)."""
     p = PerfData(path)
     per_event = np.zeros(max(len(p.attrs), 1) + 1, np.int64)
     per_mode = np.zeros(8, np.int64)
@@ -71,6 +73,8 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50) -> dict:
         processes.append({"pid": pid, "comm": comms.get(pid), "mmaps": sum(mmaps[pid].values()),
                           "exec_files": files[:max_exec_files],
                           "exec_files_omitted": max(0, len(files) - max_exec_files)})
+    if diagnostics is not None:
+        diagnostics.extend(p.diagnostics)
     return {
         "schema": SCHEMA_VERSION,
         "file": p.path,
@@ -112,8 +116,9 @@ def _by_event(p: PerfData, per_event: np.ndarray) -> dict[str, int]:
     return out
 
 
-def format_text(info: dict) -> str:
-    """A human summary of :func:`perf_info`'s dict."""
+def format_text(info: dict, errors: frozenset[str] | set[str] = frozenset()) -> str:
+    """A human summary of :func:`perf_info`'s dict (``errors``: the warnings that are
+    errors, labelled so)."""
     out = [f"{info['file']}: {info['mode']} mode, {info['size']} bytes"]
     f = info["features"]
     for key in ("hostname", "osrelease", "arch", "version"):
@@ -153,5 +158,5 @@ def format_text(info: dict) -> str:
             out.append(f"  pid {proc['pid']:<7} {proc['comm'] or '?':<16} "
                        f"{proc['mmaps']} mmaps; exec: {files}{tail}")
     for w in info["warnings"]:
-        out.append(f"warning: {w}")
+        out.append(f"{'error' if w in errors else 'warning'}: {w}")
     return "\n".join(out)

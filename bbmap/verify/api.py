@@ -24,7 +24,7 @@ def select_checks(checks: Iterable[str] | None) -> list[str]:
     """Validate check names (order of the registry); None means all."""
     if checks is None:
         return list(CHECKS)
-    names = list(checks)
+    names = [checks] if isinstance(checks, str) else list(checks)  # one name, not letters
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
         raise BBMapError(f"unknown check {', '.join(unknown)}; known checks: "

@@ -27,9 +27,13 @@ class BBMapVerifier:
 
     def __call__(self, path: str | os.PathLike, checks: Iterable[str] | None = None) -> Any:
         __tracebackhide__ = True
+        from bbmap.errors import BBMapError
         from bbmap.verify.api import verify
 
-        report = verify(path, checks, debug_dirs=self.debug_dirs)
+        try:
+            report = verify(path, checks, debug_dirs=self.debug_dirs)
+        except BBMapError as e:  # not built, not ELF, unknown check: one line, no traceback
+            pytest.fail(f"block map verification failed: {e}", pytrace=False)
         if not report.ok:
             pytest.fail("block map verification failed\n" + report.format(), pytrace=False)
         return report

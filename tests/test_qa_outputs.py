@@ -1,0 +1,151 @@
+"""QA: where outputs go (``-o``) and what bad requests do, for every command that writes.
+
+Found by a hostile-input pass: ``-o`` onto a device or a symlink replaced it with a regular
+file (``-o /dev/full`` as root destroyed the device node), errors named bbmap's temporary
+file instead of the output, ``-o`` over an input destroyed the input, a non-UTF-8 input
+name made ``-o`` an internal error, and a negative ``--top`` printed a wrong table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+from click.testing import CliRunner
+
+from bbmap.atomic import write_atomic
+from bbmap.cli import main
+from bbmap.errors import BBMapError
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
+PROF = os.path.join(ROOT, "profiles", "c22-addrmap-pie-plain", "perf.data")
+BIN = os.path.join(ROOT, "bin", "clang-22", "addrmap", "layout.pie")
+have_corpus = pytest.mark.skipif(not (os.path.exists(PROF) and os.path.exists(BIN)),
+                                 reason="corpus not built")
+
+
+def cli(*args):
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.output
+
+
+def one_error_line(out: str) -> str:
+    lines = [ln for ln in out.splitlines() if ln.startswith("bbmap: error:")]
+    assert len(lines) == 1, out
+    assert "Traceback" not in out and "internal error" not in out, out
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- atomic writer
+def test_write_through_a_symlink_keeps_the_link(tmp_path):
+    target = tmp_path / "real.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    write_atomic(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".bbmap-")] == []
+
+
+def test_write_to_a_device_writes_through_it(tmp_path):
+    link = tmp_path / "null"
+    link.symlink_to("/dev/null")
+    write_atomic(link, "data")  # must not replace the link (or the device) by a file
+    assert link.is_symlink() and stat.S_ISCHR(os.stat(link).st_mode)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_full_device_is_a_one_line_error_naming_the_output(tmp_path):
+    link = tmp_path / "full"
+    link.symlink_to("/dev/full")
+    with pytest.raises(BBMapError) as e:
+        write_atomic(link, "x" * 100000)
+    assert str(link) in str(e.value) and ".bbmap-" not in str(e.value)
+    assert link.is_symlink() and stat.S_ISCHR(os.stat(link).st_mode)
+
+
+def test_missing_directory_error_names_the_output_not_the_temp_file(tmp_path):
+    out = tmp_path / "no" / "such" / "out.json"
+    with pytest.raises(BBMapError) as e:
+        write_atomic(out, "x")
+    msg = str(e.value)
+    assert str(out) in msg and ".bbmap-" not in msg and "tmp" not in os.path.basename(msg)
+
+
+def test_existing_file_mode_is_kept(tmp_path):
+    out = tmp_path / "private.json"
+    out.write_text("old")
+    out.chmod(0o600)
+    write_atomic(out, "new")
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and out.read_text() == "new"
+
+
+def test_undecodable_file_names_can_be_written(tmp_path):
+    name = os.fsdecode(b"bad\xffname")
+    out = tmp_path / "out.txt"
+    write_atomic(out, f"profile {name}\n")
+    assert out.read_bytes() == b"profile bad\xffname\n"
+
+
+# --------------------------------------------------------------------------- commands
+@have_corpus
+@pytest.mark.parametrize("cmd", [
+    ("annotate", PROF, BIN, "--format", "json"),
+    ("perf-info", PROF, "--json"),
+    ("verify", BIN),
+    ("cfg", PROF, BIN),
+])
+def test_output_into_missing_directory_is_exit_3_naming_it(tmp_path, cmd):
+    out = tmp_path / "missing" / "out.txt"
+    code, text = cli(*cmd, "-o", str(out))
+    line = one_error_line(text)
+    assert code == 3 and str(out) in line and ".bbmap-" not in line, text
+
+
+@have_corpus
+@pytest.mark.parametrize("cmd,victim", [
+    (("annotate", "{p}", BIN), "p"),
+    (("annotate", PROF, "{b}"), "b"),
+    (("perf-info", "{p}"), "p"),
+    (("verify", "{b}"), "b"),
+    (("cfg", "{p}", BIN), "p"),
+])
+def test_output_over_an_input_is_refused(tmp_path, cmd, victim):
+    import shutil
+    p, b = tmp_path / "perf.data", tmp_path / "layout.pie"
+    shutil.copy(PROF, p)
+    shutil.copy(BIN, b)
+    before = {p: p.read_bytes(), b: b.read_bytes()}
+    args = [a.format(p=p, b=b) for a in cmd]
+    code, text = cli(*args, "-o", str(p if victim == "p" else b))
+    assert code == 2, text
+    assert "input" in text
+    assert p.read_bytes() == before[p] and b.read_bytes() == before[b]
+
+
+@have_corpus
+def test_non_utf8_input_name_with_output_file(tmp_path):
+    import shutil
+    odd = os.path.join(os.fsencode(tmp_path), b"perf\xff.data")
+    shutil.copy(PROF, odd)
+    out = tmp_path / "out.json"
+    code, text = cli("annotate", os.fsdecode(odd), BIN, "--format", "json", "-o", str(out))
+    assert code == 0, text
+    assert b"perf\xff.data" in out.read_bytes()
+
+
+@have_corpus
+@pytest.mark.parametrize("fmt", ["text", "json", "csv"])
+def test_negative_top_is_a_usage_error(fmt):
+    code, text = cli("annotate", PROF, BIN, "--format", fmt, "--top", "-5")
+    assert code == 2, text
+
+
+@have_corpus
+def test_huge_top_lists_everything():
+    code, text = cli("annotate", PROF, BIN, "--format", "json", "--top", str(10**30))
+    assert code == 0, text
+    code0, text0 = cli("annotate", PROF, BIN, "--format", "json", "--top", "0")
+    assert json.loads(text)["functions"] == json.loads(text0)["functions"]
