@@ -176,7 +176,7 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
                     drop_duplicate_newest=drop_duplicate_newest, sections=b.sections)
     from bbmap.index import BlockIndex
 
-    index = BlockIndex(bm, b.symbols)
+    index = BlockIndex(bm, b.symbols, b.sections)
     warnings: list[Diagnostic] = [d for d in b.diagnostics]
     evidence = Evidence(binary=os.fspath(binary), binary_build_id=b.build_id,
                         has_block_map=bm.num_blocks > 0, producer=producer_of(b),
