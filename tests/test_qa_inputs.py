@@ -48,7 +48,8 @@ def test_listfile_missing_entry_names_list_and_line(tmp_path):
 @have_corpus
 def test_binary_listfile_is_one_line_error(tmp_path):
     lst = tmp_path / "junk.txt"
-    lst.write_bytes(open(BIN, "rb").read(300))
+    with open(BIN, "rb") as fh:
+        lst.write_bytes(fh.read(300))
     code, out = cli("annotate", f"@{lst}", BIN)
     line = one_error_line(out)
     assert code == 3 and "junk.txt" in line, out
@@ -72,8 +73,8 @@ def test_undecodable_names_on_stdout_whatever_the_locale(tmp_path):
     shutil.copy(PROF, odd)
     env = dict(os.environ, PYTHONIOENCODING="utf-8:strict")  # as under en_US.UTF-8
     for args in (["annotate", odd, BIN, "--format", "json"], ["perf-info", odd]):
-        r = subprocess.run([sys.executable, "-c", "from bbmap.cli import main; main()", *args], env=env,
-                           capture_output=True, timeout=120)
+        r = subprocess.run([sys.executable, "-c", "from bbmap.cli import main; main()", *args],
+                           env=env, capture_output=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert b"p\xe9rf.data" in r.stdout
 
@@ -104,7 +105,8 @@ def test_a_directory_is_an_input_error_everywhere(tmp_path, args):
 def test_perf_info_damaged_stream_says_error_on_stderr(tmp_path):
     """Exit 1 must come with the reason on stderr, labelled an error (not a warning)."""
     import struct
-    data = bytearray(open(PROF, "rb").read())
+    with open(PROF, "rb") as fh:
+        data = bytearray(fh.read())
     data[48:56] = struct.pack("<Q", 1 << 62)  # data size past the end: runs into features
     bad = tmp_path / "bad.data"
     bad.write_bytes(bytes(data))
@@ -141,3 +143,42 @@ def test_lookup_pid_not_in_profile_says_so():
     assert code == 1
     assert "pid 999" in out and "14350" in out, out
     assert "has no executable mmap" not in out, out  # the pid is what is missing
+
+
+PIPE_PROF = os.path.join(ROOT, "profiles", "c22-addrmap-pie-pipe", "perf.data")
+TWO_PROF = os.path.join(ROOT, "profiles", "c22-addrmap-pie-two-processes", "perf.data")
+
+
+def _through_a_pipe(args, data: bytes):
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", "from bbmap.cli import main; main()", *args],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate(data, timeout=300)
+    return p.returncode, out, err
+
+
+@have_corpus
+@pytest.mark.parametrize("prof", [PIPE_PROF, TWO_PROF, PROF])
+@pytest.mark.parametrize("name", ["/dev/stdin", "-"])
+def test_perf_record_piped_into_annotate(prof, name):
+    """``perf record -o - ... | bbmap annotate /dev/stdin ./bin`` (or ``-``): the same
+    answer as from the file, not 'only 0 bytes'."""
+    import json
+    with open(prof, "rb") as fh:
+        data = fh.read()
+    code, out, err = _through_a_pipe(["annotate", name, BIN, "--format", "json"], data)
+    assert code == 0, err
+    want = json.loads(CliRunner().invoke(main, ["annotate", prof, BIN, "--format",
+                                                "json"]).stdout)
+    got = json.loads(out)
+    assert got["totals"] == want["totals"] and got["functions"] == want["functions"]
+    code, out, err = _through_a_pipe(["perf-info", name, "--json"], data)
+    assert code == 0, err
+    assert json.loads(out)["samples"]["total"] == want["totals"]["samples"]
+
+
+def test_endless_non_perf_stream_is_refused_at_once():
+    code, out = cli("perf-info", "/dev/zero")
+    line = one_error_line(out)
+    assert code == 3 and "/dev/zero" in line and "not perf data" in line
