@@ -36,10 +36,11 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise BBMapError("cannot write output: it is a directory", file=path)
     real = os.path.realpath(path)
-    if (st is not None and not stat.S_ISREG(st.st_mode)) or real.startswith(("/proc/", "/dev/")):
-        # a device, FIFO, terminal or /dev/stdout: nothing to rename over; write through
+    if (st is not None and not stat.S_ISREG(st.st_mode)) or _is_fd_alias(path):
+        # a device, FIFO, terminal or /dev/stdout: nothing to rename over; write through,
+        # appending (reopening /dev/stdout with O_TRUNC would empty a '>> log')
         try:
-            with open(path, mode, encoding=enc, errors=errors) as fh:
+            with open(path, mode.replace("w", "a"), encoding=enc, errors=errors) as fh:
                 yield fh
         except OSError as e:
             raise _output_error(path, e) from None
@@ -68,6 +69,18 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         if isinstance(e, OSError):
             raise _output_error(path, e) from None
         raise
+
+
+def _is_fd_alias(path: str) -> bool:
+    """``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``: an open descriptor, even when
+    it is a regular file (``> out.txt``, ``>> log``): write to it, never rename over."""
+    for _ in range(16):
+        if path.startswith(("/proc/", "/dev/fd/")):
+            return True
+        if not os.path.islink(path):
+            return False
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+    return False
 
 
 def _output_error(path: str, e: OSError) -> BBMapError:

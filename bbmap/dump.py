@@ -139,22 +139,23 @@ def _ranges(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(first - ptr[:-1], counts) + np.arange(total, dtype=np.int64)
 
 
-_CHUNK = 100_000
+_CHUNK = 16_384
 # A block is '{"metadata":{...},"id":N,"offset":N,"size":N[,callsites][,hash]}': key order
 # is not significant in JSON, and leading with the metadata makes it one shared string.
-_MD_PREFIX = np.array(['{"metadata":%s,"id":' % j for j in _MD_JSON], dtype=object)
-_MD_PREFIX_COMMA = np.array([",%s" % p for p in _MD_PREFIX], dtype=object)
+_MD_PREFIX = np.array([('{"metadata":%s,"id":' % j).encode() for j in _MD_JSON], dtype=object)
+_MD_PREFIX_COMMA = np.array([b"," + p for p in _MD_PREFIX], dtype=object)
 _TABLE_SIZE = 1 << 16
+_POW10 = np.array([10**i for i in range(20)], dtype=np.uint64)
 
 
 @lru_cache(maxsize=4)
-def _number_table(suffix: str, size: int) -> np.ndarray:
-    """``str(i) + suffix`` for i < size: one shared string per small value."""
-    return np.array([f"{i}{suffix}" for i in range(size)], dtype=object)
+def _number_table(suffix: bytes, size: int) -> np.ndarray:
+    """``str(i) + suffix`` for i < size (bytes): one shared object per small value."""
+    return np.array([b"%d%s" % (i, suffix) for i in range(size)], dtype=object)
 
 
-def _decimal(values: np.ndarray, suffix: str = "") -> list[str]:
-    """Decimal strings (followed by ``suffix``) of unsigned integers; table lookups for
+def _decimal(values: np.ndarray, suffix: bytes = b"") -> list[bytes]:
+    """Decimal texts (followed by ``suffix``) of unsigned integers; table lookups for
     the small ones, which are nearly all of them."""
     if not len(values):
         return []
@@ -162,46 +163,171 @@ def _decimal(values: np.ndarray, suffix: str = "") -> list[str]:
     table = _number_table(suffix, _TABLE_SIZE if top >= 4096 else 4096)
     big = values >= len(table)
     out = table[np.where(big, 0, values).astype(np.int64)].tolist()
-    if big.any():
+    if top >= len(table):
         for i in np.flatnonzero(big).tolist():
-            out[i] = f"{int(values[i])}{suffix}"
+            out[i] = b"%d%s" % (int(values[i]), suffix)
     return out
 
 
-_CLOSE = np.array(["}", ',"callsite_offsets":[]}'], dtype=object)
+def _num_digits(values: np.ndarray) -> np.ndarray:
+    """Decimal digit counts of unsigned integers (1 for zero)."""
+    return np.maximum(np.searchsorted(_POW10, values.astype(np.uint64), side="right"), 1)
 
 
-def _block_closings(m: BlockMap, feats_per_block: np.ndarray) -> list[str]:
-    """Per block: its optional callsite / hash keys and the closing brace."""
+def _put_digits(out: np.ndarray, ends: np.ndarray, values: np.ndarray,
+                ndig: np.ndarray) -> None:
+    """Write each value's decimal digits into ``out`` so that its last digit lands at
+    ``ends - 1`` (vectorized: one pass per digit position, live values only)."""
+    v = values.astype(np.uint64)
+    pos = ends.astype(np.int64) - 1
+    left = ndig
+    for _ in range(int(ndig.max()) if len(ndig) else 0):
+        out[pos] = (v % np.uint64(10)).astype(np.uint8) + 48
+        keep = np.flatnonzero(left > 1)
+        v, pos, left = v[keep] // np.uint64(10), pos[keep] - 1, left[keep] - 1
+
+
+def _put_const(out: np.ndarray, starts: np.ndarray, text: bytes) -> None:
+    """Write the same short ``text`` at every offset in ``starts``."""
+    for j, ch in enumerate(text):
+        out[starts + j] = ch
+
+
+_CS_OPEN = b',"callsite_offsets":['
+_HASH_KEY = b',"hash":'
+_CLOSE = np.array([b"}", _CS_OPEN + b"]}"], dtype=object)
+
+
+def _block_closings(m: BlockMap, feats_per_block: np.ndarray) -> np.ndarray:
+    """Per block (object array of bytes): its optional callsite / hash keys and the
+    closing brace.  The blocks with callsites or a hash are laid out in one byte buffer
+    (digit counts, cumulative offsets, digits by vectorized div/mod) and cut per block."""
     cs_flag = (feats_per_block & FEAT_CALLSITE_OFFSETS) != 0
+    hash_flag = (feats_per_block & FEAT_BB_HASH) != 0
     close = _CLOSE[cs_flag.astype(np.int64)]
-    cs_on = np.flatnonzero(cs_flag)
-    if len(cs_on):
-        ptr = m.block_cs_ptr
-        n = ptr[cs_on + 1] - ptr[cs_on]
-        for k in np.unique(n[n > 0]).tolist():  # one vectorized pass per list length
-            blocks = cs_on[n == k]
-            first = ptr[blocks]
-            text = np.full(len(blocks), ',"callsite_offsets":[', dtype=object)
-            for j in range(k):
-                if j:
-                    text = text + ","
-                text = text + np.array(_decimal(m.callsite_offsets[first + j]), dtype=object)
-            close[blocks] = text + "]}"
-    hash_on = np.flatnonzero(feats_per_block & FEAT_BB_HASH)
-    if len(hash_on):
-        hashes = m.block_hash.tolist()
-        for b in hash_on.tolist():
-            close[b] = close[b][:-1] + ',"hash":%d}' % hashes[b]
-    return close.tolist()
+    ptr = m.block_cs_ptr
+    ncs = np.diff(ptr)
+    which = np.flatnonzero((cs_flag & (ncs > 0)) | hash_flag)
+    if not len(which):
+        return close
+    n = ncs[which]
+    has_cs = cs_flag[which]
+    has_hash = hash_flag[which]
+    cs_vals = m.callsite_offsets[_ranges(ptr[which], n)]
+    cs_dig = _num_digits(cs_vals)
+    cs_item = cs_dig + 1  # each number is followed by "," or the closing "]"
+    cs_ptr = np.zeros(len(which) + 1, np.int64)
+    np.cumsum(n, out=cs_ptr[1:])
+    cs_text = np.zeros(len(which), np.int64)
+    if len(cs_item):
+        cum = np.concatenate([[0], np.cumsum(cs_item)])
+        cs_text = cum[cs_ptr[1:]] - cum[cs_ptr[:-1]]
+    cs_len = np.where(has_cs, len(_CS_OPEN) + np.maximum(cs_text, 1), 0)
+    hashes = m.block_hash[which[has_hash]]
+    h_dig = _num_digits(hashes)
+    h_len = np.zeros(len(which), np.int64)
+    h_len[has_hash] = len(_HASH_KEY) + h_dig
+    total = cs_len + h_len + 1
+    start = np.zeros(len(which) + 1, np.int64)
+    np.cumsum(total, out=start[1:])
+    out = np.empty(int(start[-1]), np.uint8)
+    _put_const(out, start[:-1][has_cs], _CS_OPEN)
+    empty = has_cs & (n == 0)
+    out[start[:-1][empty] + len(_CS_OPEN)] = ord("]")
+    if len(cs_vals):
+        # number j of block i ends at start_i + len(open) + (sum of earlier items) + digits
+        within = cum[:-1] - np.repeat(cum[cs_ptr[:-1]], n)
+        num_start = np.repeat(start[:-1] + len(_CS_OPEN), n) + within
+        _put_digits(out, num_start + cs_dig, cs_vals, cs_dig)
+        sep = np.full(len(cs_vals), ord(","), np.uint8)
+        sep[cs_ptr[1:][n > 0] - 1] = ord("]")
+        out[num_start + cs_dig] = sep
+    h_start = start[:-1][has_hash] + cs_len[has_hash]
+    _put_const(out, h_start, _HASH_KEY)
+    _put_digits(out, h_start + len(_HASH_KEY) + h_dig, hashes, h_dig)
+    out[start[1:] - 1] = ord("}")
+    buf = out.tobytes()
+    close[which] = [buf[a:b] for a, b in zip(start[:-1].tolist(), start[1:].tolist())]
+    return close
+
+
+def _gaps(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
+          doc_head: str, doc_tail: str) -> tuple[np.ndarray, list[bytes]]:
+    """Everything between two blocks that is not the usual ``","``: block indices (the
+    first block of a non-empty range) and their texts; the last text ends the document.
+
+    Such a gap is the previous range's and function's closing, the next function's
+    header and the next range's prefix."""
+    F = m.num_functions
+    src_json = []
+    for src in m.sources:
+        if src.section_index >= 0:
+            sec = '"[%d] %s"' % (src.section_index, _esc(src.section_name)[1:-1])
+        else:
+            sec = _esc(src.section_name)
+        src_json.append('"section":%s,"format":{"source":"%s","version":' % (
+            sec, source_format(src)))
+    if not src_json:
+        src_json = ['"section":null,"format":{"source":"unknown","version":']
+    secnames = {s.index: s.name for s in binary.sections}
+    rsecs = m.range_section.tolist()
+    text_sec = {i: ',"text_section":{"index":%d,"name":%s}' % (i, _esc(secnames.get(i, "?")))
+                for i in set(rsecs) if i >= 0}
+    text_sec[-1] = ""
+    plain = not _PLAIN.search("".join(n for n in disp if n is not None))
+    jnames = [("null" if n is None else '"' + n + '"') for n in disp] if plain else \
+        [("null" if n is None else _esc(n)) for n in disp]
+    nblk = np.diff(m.range_block_ptr)
+    declared = m.range_num_blocks.astype(np.int64)
+    count_note = [""] * m.num_ranges
+    for r in np.flatnonzero(declared != nblk).tolist():
+        count_note[r] = ',"num_blocks":%d' % declared[r]
+    srcs = [src_json[s] for s in m.func_source.tolist()]
+    rptr = m.func_range_ptr
+    if F and bool((np.diff(rptr) == 1).all()) and bool((nblk > 0).all()):
+        # every function one non-empty range: one format per function
+        prev = [doc_head] + ["]}" + t + "," for t in tails[:-1]]
+        texts = [('%s{"name":%s,"address":%d,%s%d,"feature":%d,"map_offset":%d},"ranges":['
+                  '{"base_address":%d%s%s,"blocks":[' % t).encode()
+                 for t in zip(prev, jnames, m.func_address.tolist(), srcs,
+                              m.func_version.tolist(), m.func_feature.tolist(),
+                              m.func_map_offset.tolist(), m.range_base.tolist(),
+                              [text_sec[s] for s in rsecs], count_note)]
+        texts.append(("]}" + tails[-1] + doc_tail).encode())
+        return m.range_block_ptr[:-1], texts
+    heads = ['{"name":%s,"address":%d,%s%d,"feature":%d,"map_offset":%d},"ranges":[' % t
+             for t in zip(jnames, m.func_address.tolist(), srcs, m.func_version.tolist(),
+                          m.func_feature.tolist(), m.func_map_offset.tolist())]
+    rprefix = ['{"base_address":%d%s%s,"blocks":[' % (base, text_sec[sec], note)
+               for base, sec, note in zip(m.range_base.tolist(), rsecs, count_note)]
+    for r, sym in _part_symbols(binary, m).items():  # foo.cold, foo.__part.N
+        rprefix[r] = rprefix[r][:-len(',"blocks":[')] + ',"symbol":%s,"blocks":[' % _esc(sym)
+    where: list[int] = []
+    texts = []
+    pending = doc_head
+    bptr = m.range_block_ptr.tolist()
+    rp = rptr.tolist()
+    for f in range(F):
+        pending += ("," if f else "") + heads[f]
+        for j, r in enumerate(range(rp[f], rp[f + 1])):
+            pending += ("," if j else "") + rprefix[r]
+            if bptr[r + 1] > bptr[r]:
+                where.append(bptr[r])
+                texts.append(pending.encode())
+                pending = "]}"
+            else:
+                pending += "]}"
+        pending += tails[f]
+    texts.append((pending + doc_tail).encode())
+    return np.array(where, np.int64), texts
 
 
 def iter_json(binary: Binary) -> Iterator[bytes]:
     """The dump as UTF-8 JSON fragments (concatenate them).
 
-    Everything between two blocks (closing a range, a function tail, the next
-    function's header, the next range's prefix) is one "gap" string; the blocks
-    themselves are joined a chunk at a time from table-looked-up fragments.
+    Everything between two blocks is one "gap" text (:func:`_gaps`); the blocks
+    themselves are joined a chunk at a time from table-looked-up byte fragments
+    (small chunks: their buffers are reused instead of freshly faulted in).
     """
     m = binary.block_map
     F, B = m.num_functions, m.num_blocks
@@ -212,88 +338,39 @@ def iter_json(binary: Binary) -> Iterator[bytes]:
 
         disp = [demangle(n) if n and n.startswith("_Z") else n for n in names]
     feats = m.func_feature.astype(np.int64)
-    fblocks = np.diff(m.range_block_ptr[m.func_range_ptr])
-    feats_per_block = np.repeat(feats, fblocks) if B else np.zeros(0, np.int64)
-    secnames = {s.index: s.name for s in binary.sections}
-    src_json = []
-    for src in m.sources:
-        if src.section_index >= 0:
-            sec = '"[%d] %s"' % (src.section_index, _esc(src.section_name)[1:-1])
-        else:
-            sec = _esc(src.section_name)
-        src_json.append((sec, source_format(src)))
     doc_head = '{"binary":%s,"build_id":%s,"functions":[' % (
         _esc(binary.path), _esc(binary.build_id) if binary.build_id else "null")
     doc_tail = '],"warnings":[%s]}\n' % ",".join(
         json.dumps(d.to_json()) for d in binary.diagnostics)
-    rsecs = m.range_section.tolist()
-    text_sec = {i: ',"text_section":{"index":%d,"name":%s}' % (i, _esc(secnames.get(i, "?")))
-                for i in set(rsecs) if i >= 0}
-    text_sec[-1] = ""
-    if not src_json:
-        src_json = [("null", "unknown")]
-    srcs = [src_json[i] for i in m.func_source.tolist()]
-    plain = not _PLAIN.search("".join(n for n in disp if n is not None))
-    jnames = [("null" if n is None else '"' + n + '"') for n in disp] if plain else \
-        [("null" if n is None else _esc(n)) for n in disp]
-    heads = ['{"name":%s,"address":%d,"section":%s,"format":{"source":"%s","version":%d,'
-             '"feature":%d,"map_offset":%d},"ranges":[' % (
-                 n, a, sf[0], sf[1], v, ft, o)
-             for n, a, sf, v, ft, o in zip(jnames, m.func_address.tolist(), srcs,
-                                           m.func_version.tolist(), feats.tolist(),
-                                           m.func_map_offset.tolist())]
-    declared, nblk = m.range_num_blocks.tolist(), np.diff(m.range_block_ptr).tolist()
-    rprefix = ['{"base_address":%d%s%s,"blocks":[' % (
-                   base, text_sec[sec], "" if d == k else ',"num_blocks":%d' % d)
-               for base, sec, d, k in zip(m.range_base.tolist(), rsecs, declared, nblk)]
-    for r, sym in _part_symbols(binary, m).items():  # foo.cold, foo.__part.N
-        rprefix[r] = rprefix[r][:-len(',"blocks":[')] + ',"symbol":%s,"blocks":[' % _esc(sym)
     tails = ["]}"] * F
     for f, pgo in _pgo_texts(m, feats).items():
         tails[f] = '],"pgo":%s}' % pgo
     for f, (n, d) in enumerate(zip(names, disp)):
         if n is not None and d != n:
             tails[f] = tails[f][:-1] + ',"mangled":%s}' % _esc(n)
-    gaps = np.full(B + 1, ",", dtype=object)
-    rptr = m.func_range_ptr
-    if F and bool((np.diff(rptr) == 1).all()) and bool((fblocks > 0).all()):
-        # every function one non-empty range: the gap before its first block is
-        # the previous function's closing, its header and its range prefix
-        prev = [doc_head] + ["]}" + t + "," for t in tails[:-1]]
-        gaps[m.range_block_ptr[:-1]] = [p + h + r for p, h, r in zip(prev, heads, rprefix)]
-        gaps[B] = "]}" + tails[-1] + doc_tail
-    else:
-        pending = doc_head
-        bptr = m.range_block_ptr.tolist()
-        rp = rptr.tolist()
-        for f in range(F):
-            pending += ("," if f else "") + heads[f]
-            for j, r in enumerate(range(rp[f], rp[f + 1])):
-                pending += ("," if j else "") + rprefix[r]
-                if bptr[r + 1] > bptr[r]:
-                    gaps[bptr[r]] = pending
-                    pending = "]}"
-                else:
-                    pending += "]}"
-            pending += tails[f]
-        gaps[B] = pending + doc_tail
+    special, gap_texts = _gaps(binary, m, disp, tails, doc_head, doc_tail)
+    del tails
+    fblocks = np.diff(m.range_block_ptr[m.func_range_ptr])
+    feats_per_block = np.repeat(feats, fblocks) if B else np.zeros(0, np.int64)
     closings = _block_closings(m, feats_per_block)
-    special = np.flatnonzero(gaps[:B] != ",")  # first blocks of ranges
-    for a in range(0, B, _CHUNK):
+    del feats_per_block
+    gap_at = np.searchsorted(special, np.arange(0, B + _CHUNK, _CHUNK))
+    for c, a in enumerate(range(0, B, _CHUNK)):
         b = min(B, a + _CHUNK)
         n = b - a
         md = m.block_md[a:b]
         lead = _MD_PREFIX_COMMA[md]  # the usual "," gap joined to the metadata prefix
-        sp = special[(special >= a) & (special < b)]
-        lead[sp - a] = [g + p for g, p in zip(gaps[sp].tolist(), _MD_PREFIX[md[sp - a]].tolist())]
+        g0, g1 = int(gap_at[c]), int(gap_at[c + 1])
+        sp = special[g0:g1] - a
+        lead[sp] = [g + p for g, p in zip(gap_texts[g0:g1], _MD_PREFIX[md[sp]].tolist())]
         parts: list = [None] * (5 * n)
         parts[0::5] = lead.tolist()
-        parts[1::5] = _decimal(m.block_id[a:b], ',"offset":')
-        parts[2::5] = _decimal(m.block_offset[a:b], ',"size":')
+        parts[1::5] = _decimal(m.block_id[a:b], b',"offset":')
+        parts[2::5] = _decimal(m.block_offset[a:b], b',"size":')
         parts[3::5] = _decimal(m.block_size[a:b])
-        parts[4::5] = closings[a:b]
-        yield "".join(parts).encode()
-    yield gaps[B].encode()
+        parts[4::5] = closings[a:b].tolist()
+        yield b"".join(parts)
+    yield gap_texts[-1]
 
 
 def _part_symbols(binary: Binary, m: BlockMap) -> dict[int, str]:

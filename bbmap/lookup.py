@@ -19,6 +19,7 @@ from bbmap.index import STATUS_NAMES, BlockIndex, range_function
 from bbmap.mappings import ProfileMappings
 from bbmap.translate import (
     offset_to_vaddr,
+    segment_for_vaddr,
     vaddr_to_offset,
     vaddr_to_vma,
     vma_to_vaddr,
@@ -113,6 +114,9 @@ class Lookuper:
             rep.note = note
         if rep.offset is None:
             rep.offset = vaddr_to_offset(rep.vaddr, segs)
+            if rep.offset is None and segment_for_vaddr(rep.vaddr, segs) is None:
+                rep.note = "; ".join(filter(None, [rep.note, "vaddr lies in no PT_LOAD "
+                                                   "segment: not an address of this binary"]))
         if rep.vma is None:
             base, rep.pid = self._known_base(pid)
             if base is not None:

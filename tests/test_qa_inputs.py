@@ -182,3 +182,71 @@ def test_endless_non_perf_stream_is_refused_at_once():
     code, out = cli("perf-info", "/dev/zero")
     line = one_error_line(out)
     assert code == 3 and "/dev/zero" in line and "not perf data" in line
+
+
+EH_PROF = os.path.join(ROOT, "profiles", "c22-eh-pie-plain", "perf.data")
+
+
+@have_corpus
+def test_merged_profile_of_another_program_is_reported():
+    """Several profiles merged, one of another program: the result still maps (exit 0) but
+    says which profile contributed nothing, and why."""
+    import json
+    code, out = cli("annotate", PROF, EH_PROF, BIN, "--format", "json")
+    doc = json.loads(out)
+    assert doc["status"] == "partial", doc["warnings"]
+    msgs = [w["message"] for w in doc["warnings"]]
+    assert any("c22-eh-pie-plain" in m and "no executable mapping" in m for m in msgs), msgs
+
+
+OBJ = os.path.join(ROOT, "bin", "clang-22", "addrmap", "layout.o")
+
+
+@have_corpus
+@pytest.mark.skipif(not os.path.exists(OBJ), reason="corpus not built")
+@pytest.mark.parametrize("cmd", [("annotate",), ("cfg", "-o", "x.svg")])
+def test_relocatable_object_is_refused_with_the_reason(cmd, tmp_path, monkeypatch):
+    """A .o is never mapped by a process; 'pass --name' would be wrong advice."""
+    monkeypatch.chdir(tmp_path)
+    code, out = cli(cmd[0], PROF, OBJ, *cmd[1:])
+    line = one_error_line(out)
+    assert code == 3 and "relocatable" in line and "layout.o" in line, out
+    assert "--name" not in line
+
+
+@have_corpus
+def test_pid_that_runs_something_else_names_the_right_pids():
+    """--pid of the shell that started the program: the error itself lists the pids that
+    map the binary (it promised them 'below', where nothing was)."""
+    code, out = cli("annotate", TWO_PROF, BIN, "--pid", "18565")
+    line = one_error_line(out)
+    assert code == 1 and "18567" in line and "18568" in line, line
+
+
+@have_corpus
+def test_lookup_address_outside_every_segment_says_so():
+    import json
+    code, out = cli("lookup", BIN, "99999999999", "--json")
+    rep = json.loads(out)[0]
+    assert rep["offset"] is None and "no PT_LOAD" in rep["note"], rep
+
+
+@have_corpus
+def test_binary_without_build_id_matched_by_name_warns(tmp_path):
+    """The profile recorded a build-id for layout.pie; a layout.pie without one cannot be
+    checked against it: say so instead of a silent 'ok'."""
+    import json
+    with open(BIN, "rb") as fh:
+        data = bytearray(fh.read())
+    from bbmap.binary import load_binary
+    b = load_binary(BIN)
+    note = next(s for s in b.sections if s.name == ".note.gnu.build-id")
+    data[note.sh_offset + 8] = 0x07  # NT_GNU_BUILD_ID (3) -> another note type
+    nobid = tmp_path / "layout.pie"
+    nobid.write_bytes(bytes(data))
+    assert load_binary(str(nobid)).build_id is None
+    code, out = cli("annotate", PROF, str(nobid), "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["totals"]["buckets"]["samples"]["in_block"] > 0
+    msgs = [w["message"] for w in doc["warnings"]]
+    assert any("no build-id" in m and "3f47b439" in m for m in msgs), msgs

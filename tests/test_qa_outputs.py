@@ -149,3 +149,37 @@ def test_huge_top_lists_everything():
     assert code == 0, text
     code0, text0 = cli("annotate", PROF, BIN, "--format", "json", "--top", "0")
     assert json.loads(text)["functions"] == json.loads(text0)["functions"]
+
+
+@have_corpus
+def test_reader_closing_the_pipe_is_not_an_error():
+    """``bbmap lookup BIN ... | head -1``: the reader leaving is not 'could not read the
+    input' (exit 3, 'Broken pipe' on stderr); exit quietly as a SIGPIPE'd tool does."""
+    import subprocess
+    import sys
+    addrs = [str(a) for a in range(4096, 12000)]
+    p = subprocess.Popen([sys.executable, "-c", "from bbmap.cli import main; main()",
+                          "lookup", BIN, *addrs, "--explain"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=300)
+    assert err == b"", err
+    assert p.returncode == 141
+
+
+@have_corpus
+def test_dev_stdout_appending_to_a_file_is_not_clobbered(tmp_path):
+    """``bbmap perf-info X -o /dev/stdout >> log``: the log keeps its old lines."""
+    import subprocess
+    import sys
+    log = tmp_path / "log"
+    log.write_text("earlier line\n")
+    with open(log, "a") as fh:
+        r = subprocess.run([sys.executable, "-c", "from bbmap.cli import main; main()",
+                            "perf-info", PROF, "-o", "/dev/stdout"], stdout=fh,
+                           stderr=subprocess.PIPE, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = log.read_text()
+    assert text.startswith("earlier line\n") and "SAMPLE" in text

@@ -150,7 +150,7 @@ def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> lis
     if not out:
         raise BBMapError("no perf.data files given")
     for i, p in enumerate(out):
-        if not os.path.exists(p):
+        if p != "-" and not os.path.exists(p):  # "-": standard input
             raise BBMapError(f"{origin.get(i, '')}{p}: no such perf.data file")
     return out
 
@@ -171,6 +171,9 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
 
     paths = expand_inputs(perf_paths)
     b = load_binary(binary, debug_dirs=debug_dirs, demangle=demangle)
+    if getattr(b, "is_relocatable", False):
+        raise BBMapError("a relocatable object (.o) is never mapped by a process, so no "
+                         "sample can be in it; annotate the linked binary", file=os.fspath(binary))
     bm = b.block_map
     ann = Annotator(bm, b.symbols, demangle=demangle,
                     drop_duplicate_newest=drop_duplicate_newest, sections=b.sections)

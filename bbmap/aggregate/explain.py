@@ -120,12 +120,18 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
         f, b = mismatched[0]
         warn(f"build-id mismatch for {f}: profile {b}, binary {ev.binary_build_id}; "
              "samples were mapped by name and may land in the wrong blocks")
+    unchecked = [(f, b) for f, b in ev.profile_build_ids
+                 if os.path.basename(f) in names and not ev.binary_build_id]
+    if unchecked and in_binary:
+        f, b = unchecked[0]
+        warn(f"{ev.binary} has no build-id, so it cannot be checked against the build-id "
+             f"{b} the profile recorded for {f}; samples were mapped by name")
 
     other_pid = int(acct.samples[OTHER_PID])
     if in_binary == 0 and ev.pid is not None and other_pid:
+        pids = "; ".join(ev.mapping_notes) or f"drop --pid to see the pids that map {name}"
         err(f"--pid {ev.pid} leaves nothing: no sample of pid {ev.pid} is in {name}, and "
-            f"{other_pid} samples of other processes were excluded (see the pids that map "
-            f"{name} below, or drop --pid)")
+            f"{other_pid} samples of other processes were excluded ({pids})")
         return STATUS_NOTHING, out
 
     if in_binary == 0 and ev.binary_mmaps == 0:
@@ -187,4 +193,7 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
                  f"({_top(bad)})")
     if int(acct.samples[OTHER_DSO]) > in_binary:
         warn(f"most samples are in other DSOs: {_top(acct.dso_samples)}")
+    for note in ev.mapping_notes:  # merged profiles: one that holds no mapping of the binary
+        warn(f"{note} (none of this profile's samples can be in {name})")
+        status = STATUS_PARTIAL
     return status, out

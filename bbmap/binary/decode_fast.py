@@ -19,6 +19,7 @@ hypothesis tests prove this decoder equal to the reference on generated maps.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,25 +37,39 @@ class _Stop(Exception):
     """The fast walk cannot continue at this function; the reference takes over."""
 
 
-def _tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+_SLICE = 1 << 22  # bytes per np.flatnonzero call: its int64 result stays small
+
+
+def _terminators(mask: np.ndarray, itype: type) -> np.ndarray:
+    """Positions of the True bytes of ``mask`` as ``itype``, found a slice at a time
+    (one int64 ``flatnonzero`` of a 10 MB map would be 80 MB to fault in)."""
+    term = np.empty(int(np.count_nonzero(mask)), itype)
+    at = 0
+    for s in range(0, len(mask), _SLICE):
+        idx = np.flatnonzero(mask[s:s + _SLICE])
+        np.add(idx, s, out=term[at:at + len(idx)], casting="unsafe")
+        at += len(idx)
+    return term
+
+
+def _tokens(b: np.ndarray, is_term: np.ndarray, cum: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Terminator positions, ULEB values ending there, and a per-token 'malformed' flag.
 
     Indices are int32 and values uint32 unless the section needs wider (less memory
-    to fault in: a clang-sized map has ~10 million tokens).
+    to fault in: a clang-sized map has ~10 million tokens).  Multi-byte tokens (a
+    terminator right after a continuation byte) are the few decoded byte by byte.
+    ``is_term`` is ``b < 0x80``; ``cum[p]`` the number of terminators before byte ``p``.
     """
     itype = np.int32 if len(b) < 2**30 else np.int64
-    term = np.flatnonzero(b < 0x80).astype(itype)
+    term = _terminators(is_term, itype)
     ntok = len(term)
-    lens = np.empty(ntok, itype)
-    if ntok:
-        lens[0] = term[0] + 1
-        np.subtract(term[1:], term[:-1], out=lens[1:])
-    multi = np.flatnonzero(lens > 1)
-    ml = lens[multi]
+    multi = cum[np.flatnonzero(is_term[1:] > is_term[:-1]) + 1]
+    ml = term[multi] - np.where(multi > 0, term[np.maximum(multi - 1, 0)], -1)
     maxlen = int(ml.max()) if len(ml) else 1
     vtype = np.uint64 if maxlen > 4 else np.uint32
-    vals = b[term]
-    vals = (vals & 0x7F).astype(vtype)
+    vals = b[term].astype(vtype)
+    vals &= 0x7F
     bad = np.zeros(ntok, dtype="?")
     if len(multi):
         st = term[multi].astype(np.int64) - ml + 1
@@ -68,6 +83,20 @@ def _tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return term, vals, bad
 
 
+class _SimpleRun(NamedTuple):
+    """Consecutive common records (one range each), as columns: record start,
+    version, feature, address field offset and value, block count, and the range's
+    (first block token, entry width or -1 for a callsite chain)."""
+
+    pos: np.ndarray
+    ver: np.ndarray
+    feat: np.ndarray
+    addr_at: np.ndarray
+    raw: np.ndarray
+    nb: np.ndarray
+    run: np.ndarray
+
+
 class _Walker:
     """Token-level walk of one section; collects token indices per block."""
 
@@ -77,15 +106,17 @@ class _Walker:
         self.data = data
         self.n = len(data)
         b = np.frombuffer(data, dtype=np.uint8)
-        term, vals, bad = _tokens(b)
+        is_term = b < 0x80
+        ctype = np.int32 if len(b) < 2**31 - 1 else np.int64
+        self.cum = np.zeros(len(b) + 1, dtype=ctype)  # byte position -> token index
+        np.cumsum(is_term, dtype=ctype, out=self.cum[1:])
+        term, vals, bad = _tokens(b, is_term, self.cum)
+        del is_term
         self.term_np, self.vals_np, self.bad_np = term, vals, bad
         self.bad = memoryview(bad.view(np.uint8))
         self.T = memoryview(term)
         self.V = vals  # patched in place when a token starts after a fixed field
         self.Vm = memoryview(vals)
-        ctype = np.int32 if len(term) < 2**31 - 1 else np.int64
-        self.cum = np.zeros(len(b) + 1, dtype=ctype)
-        np.cumsum(b < 0x80, dtype=ctype, out=self.cum[1:])
         self.cumm = memoryview(self.cum)
         self.ntok = len(term)
         end = "<" if inp.little else ">"
@@ -110,16 +141,25 @@ class _Walker:
         self.x_ks: list[int] = []  # explicit blocks: first token
         self.x_hash: list[int] = []  # byte position of the hash, -1 if none
         self.p_start: list[int] = []  # PGO: first token of each block's entry
+        self.simple: list[_SimpleRun] = []  # records run_simple walked, as columns
+
+    def release_walk_tables(self) -> None:
+        """Drop what only the walk needs (terminator positions, byte -> token counts):
+        the column gathering that follows is the memory peak of a decode."""
+        self.T = self.cumm = None  # type: ignore[assignment]
+        self.term_np = self.cum = None  # type: ignore[assignment]
 
     def chain(self) -> memoryview:
         """``next[t]``: the token after a callsite block starting at token ``t``."""
         if self._chain is None:
             nt = self.ntok
             ch = np.full(nt, nt + 1, dtype=np.int32 if nt < 2**29 else np.int64)
-            if nt > 2:
-                ch[:-2] = np.minimum(self.V[2:], nt + 1)
-                ch[:-2] += np.arange(5, nt + 3, dtype=ch.dtype)
-                np.minimum(ch, nt + 1, out=ch)
+            for s in range(0, max(nt - 2, 0), _SLICE):  # slices: no token-sized temporaries
+                e = min(nt - 2, s + _SLICE)
+                part = ch[s:e]
+                np.minimum(self.V[s + 2:e + 2], nt + 1, out=part, casting="unsafe")
+                part += np.arange(s + 5, e + 5, dtype=ch.dtype)
+            np.minimum(ch, nt + 1, out=ch)
             self._chain_np = ch
             self._chain = memoryview(ch)
         return self._chain
@@ -152,11 +192,10 @@ class _Walker:
         """Walk consecutive common records inline (one range, plain or callsite entries,
         no PGO); return where a record needing the general walk (or the end) starts."""
         data, n, T, Vm, cum, bad = self.data, self.n, self.T, self.Vm, self.cumm, self.bad
-        addr, asz, ntok, little = self.addr, self.asz, self.ntok, self.inp.little
-        f_off, f_ver, f_feat = self.f_off.append, self.f_ver.append, self.f_feat.append
-        f_nr, f_entry = self.f_nr.append, self.f_entry_tok.append
-        r_addr, r_raw, r_nb = self.r_addr_off.append, self.r_raw.append, self.r_nb.append
-        r_nblk, r_run = self.r_nblk.append, self.r_run.append
+        asz, ntok, little = self.asz, self.ntok, self.inp.little
+        starts: list[int] = []
+        firsts: list[int] = []
+        s_pos, s_k0 = starts.append, firsts.append
         chain = self._chain
         v = feat = hdr = 0
         try:
@@ -190,28 +229,47 @@ class _Walker:
                         chain = self.chain()
                     for _b in range(nb):
                         k = chain[k]
-                    if k > ntok:
-                        return pos
-                    run = (k0, -1)
                 else:
                     k += width * nb
-                    if k > ntok:
-                        return pos
-                    run = (k0, width)
-                r_raw(addr(data, a)[0])
-                r_addr(a)
-                r_nb(nb)
-                r_nblk(nb)
-                r_run(run)
-                f_off(pos)
-                f_ver(v)
-                f_feat(feat)
-                f_nr(1)
-                f_entry(-1)
+                if k > ntok:
+                    return pos
+                s_pos(pos)
+                s_k0(k0)
                 pos = T[k - 1] + 1
         except IndexError:
             return pos
+        finally:
+            self._add_simple(starts, firsts, versioned)
         return pos
+
+    def _add_simple(self, starts: list[int], firsts: list[int], versioned: bool) -> None:
+        """The columns of records :meth:`run_simple` walked, derived vectorized from
+        each record's start and first block token (the walk itself records no more)."""
+        if not starts:
+            return
+        d = np.frombuffer(self.data, np.uint8)
+        pos = np.array(starts, np.int64)
+        k0 = np.array(firsts, np.int64)
+        if versioned:
+            ver = d[pos].astype(np.int64)
+            v5 = ver >= 5
+            lo = d[pos + 1].astype(np.int64)
+            hi = d[np.where(v5, pos + 2, pos + 1)].astype(np.int64)
+            if self.inp.little:
+                feat = np.where(v5, lo | hi << 8, lo)
+            else:
+                feat = np.where(v5, lo << 8 | hi, lo)
+            addr_at = pos + np.where(v5, 3, 2)
+        else:
+            ver = feat = np.zeros(len(pos), np.int64)
+            addr_at = pos
+        fixed = d[addr_at[:, None] + np.arange(self.asz)]
+        end = "<" if self.inp.little else ">"
+        raw = np.ascontiguousarray(fixed).view(end + ("u8" if self.asz == 8 else "u4"))
+        nb = self.V[k0 - 1].astype(np.int64)
+        width = np.where(feat != 0, -1, np.where(ver >= 2, 4, 3))
+        self.simple.append(_SimpleRun(pos, ver, feat, addr_at, raw.ravel().astype("u8"), nb,
+                                      np.stack([k0, width], axis=1)))
 
     def function(self, pos: int, versioned: bool) -> int:
         """Walk one record at ``pos``; return the next record's position."""
@@ -366,16 +424,20 @@ class _Walker:
 
 
 def _seg_cumsum(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
-    """Inclusive cumulative sums restarting at each ``ptr`` boundary."""
-    c = np.cumsum(values, dtype=np.uint64)
-    if not len(c):
-        return c
-    starts = ptr[:-1]
-    counts = np.diff(ptr)
-    before = np.zeros(len(starts), dtype=np.uint64)
-    nz = starts > 0
-    before[nz] = c[starts[nz] - 1]
-    return c - np.repeat(before, counts)
+    """Inclusive cumulative sums restarting at each ``ptr`` boundary, computed in place
+    in ``values`` (uint64; wraps modulo 2**64 like one running sum would).
+
+    Each segment's first value is lowered by the total of everything before it, so one
+    plain cumsum restarts at every boundary (no block-sized temporaries)."""
+    if not len(values):
+        return values
+    starts = ptr[:-1][np.diff(ptr) > 0]
+    totals = np.add.reduceat(values, starts)
+    before = np.cumsum(totals)
+    before -= totals
+    values[starts] -= before
+    np.cumsum(values, out=values)
+    return values
 
 
 def _expand(first: np.ndarray, counts: np.ndarray, stride: np.ndarray | int = 1) -> np.ndarray:
@@ -413,6 +475,7 @@ def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
             break
         w.f_off.append(pos)
         pos = nxt
+    w.release_walk_tables()
     m, first_bad = _assemble(w, inp)
     diags: list[Diagnostic] = []
     if first_bad is not None:
@@ -497,31 +560,74 @@ def _truncate(m: BlockMap, nf: int) -> BlockMap:
     return out
 
 
+class _Columns(NamedTuple):
+    """Per-function and per-range walk results in file order."""
+
+    f_off: np.ndarray
+    f_ver: np.ndarray
+    f_feat: np.ndarray
+    f_nr: np.ndarray
+    f_entry: np.ndarray
+    r_addr_off: np.ndarray
+    r_raw: np.ndarray
+    r_nb: np.ndarray
+    r_nblk: np.ndarray
+    r_run: np.ndarray
+
+
+def _columns(w: _Walker) -> _Columns:
+    """Join the records the general walk listed with the runs :meth:`_Walker.run_simple`
+    kept as columns; both are in file order, so records sort by their start and ranges
+    by their address field's offset."""
+    F = len(w.f_off)
+    R = sum(w.f_nr[:F])
+    g = _Columns(np.array(w.f_off, np.int64), np.array(w.f_ver[:F], np.int64),
+                 np.array(w.f_feat[:F], np.int64), np.array(w.f_nr[:F], np.int64),
+                 np.array(w.f_entry_tok[:F], np.int64), np.array(w.r_addr_off[:R], np.int64),
+                 np.array(w.r_raw[:R], "u8"), np.array(w.r_nb[:R], np.int64),
+                 np.array(w.r_nblk[:R], np.int64),
+                 np.array(w.r_run[:R], np.int64).reshape(-1, 2))
+    if not w.simple:
+        return g
+    s = w.simple
+    n = sum(len(x.pos) for x in s)
+    parts = [g, _Columns(*(np.concatenate(col) for col in (
+        [x.pos for x in s], [x.ver for x in s], [x.feat for x in s],
+        [np.ones(n, np.int64)], [np.full(n, -1, np.int64)], [x.addr_at for x in s],
+        [x.raw for x in s], [x.nb for x in s], [x.nb for x in s], [x.run for x in s])))]
+    if not F:
+        return parts[1]
+    out = _Columns(*(np.concatenate([p[i] for p in parts]) for i in range(len(g))))
+    fo = np.argsort(out.f_off, kind="stable")
+    ro = np.argsort(out.r_addr_off, kind="stable")
+    return _Columns(*(col[fo] for col in out[:5]), *(col[ro] for col in out[5:]))
+
+
 def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     """Gather the columns; return the map and the first function failing a value check."""
     m = BlockMap()
     m.sources = [inp.source] if inp.source is not None else []
     V = w.V
-    F = len(w.f_off)
-    nr_total = sum(w.f_nr[:F])
-    m.func_version = np.array(w.f_ver, dtype="i2")
-    m.func_feature = np.array(w.f_feat, dtype="u2")
+    c = _columns(w)
+    F = len(c.f_off)
+    m.func_version = c.f_ver.astype("i2")
+    m.func_feature = c.f_feat.astype("u2")
     m.func_source = np.zeros(F, "i4")
-    m.func_map_offset = np.array(w.f_off, dtype="u8")
+    m.func_map_offset = c.f_off.astype("u8")
     m.func_range_ptr = np.zeros(F + 1, np.int64)
-    np.cumsum(np.array(w.f_nr, np.int64), out=m.func_range_ptr[1:])
-    R = nr_total
-    r_nb = np.array(w.r_nb[:R], dtype=np.int64)
-    r_nblk = np.array(w.r_nblk[:R], dtype=np.int64)
+    np.cumsum(c.f_nr, out=m.func_range_ptr[1:])
+    R = len(c.r_nb)
+    r_nb = c.r_nb
+    r_nblk = c.r_nblk
     m.range_num_blocks = r_nb.astype("u4")
     m.range_block_ptr = np.zeros(R + 1, np.int64)
     np.cumsum(r_nblk, out=m.range_block_ptr[1:])
     B = int(m.range_block_ptr[-1])
     bad_func = np.zeros(F, "?")
-    func_of_range = np.repeat(np.arange(F), w.f_nr) if F else np.zeros(0, np.int64)
+    func_of_range = np.repeat(np.arange(F), c.f_nr) if F else np.zeros(0, np.int64)
     # addresses (relocated in .o)
-    offs = np.array(w.r_addr_off, dtype="u8")
-    raws = np.array(w.r_raw, dtype="u8")
+    offs = c.r_addr_off.astype("u8")
+    raws = c.r_raw
     vals, secs, bad = inp.relocs.resolve_many(offs, raws)
     if bad is not None:
         bad_func[func_of_range[bad]] = True
@@ -542,7 +648,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
         hasid = np.repeat((fver >= 2).astype(np.int8), blocks_per_func)
     itype = np.int32 if w.ntok < 2**31 - 64 else np.int64
     ks = np.empty(B, itype)
-    run = np.array(w.r_run[:R], dtype=np.int64).reshape(-1, 2)
+    run = c.r_run
     is_run = (run[:, 0] >= 0) & (run[:, 1] > 0)
     if is_run.any():
         rr = np.flatnonzero(is_run)
@@ -611,12 +717,13 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     if len(cs_blocks):
         cs_tok = _expand(off_t[cs_blocks] + 2, ncs_full[cs_blocks])
         deltas = V[cs_tok].astype(np.uint64)
+        wide_delta = (deltas > U32) if wide else None
         cs_abs = _seg_cumsum(deltas, m.block_cs_ptr[np.append(cs_blocks, B)])
         last_cs = cs_abs[m.block_cs_ptr[cs_blocks + 1] - 1]
         size[cs_blocks] += last_cs
         bad_cs = cs_abs > U32
         if wide:
-            bad_cs |= deltas > U32
+            bad_cs |= wide_delta
         if any_bad_tok:
             bad_cs |= bad_tok[cs_tok]
         if bad_cs.any():
@@ -656,7 +763,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
             m.block_hash[hb] = np.ascontiguousarray(raw[idx]).view(dt).ravel().astype("u8")
     # PGO
     m.func_entry_count = np.zeros(F, "u8")
-    et = np.array(w.f_entry_tok[:F], np.int64)
+    et = c.f_entry
     has_e = et >= 0
     if has_e.any():
         ev = V[et[has_e]]

@@ -23,6 +23,7 @@ EXIT_OK = 0
 EXIT_PROBLEMS = 1  # ran, but the output is incomplete or wrong (errors in the input)
 EXIT_USAGE = 2
 EXIT_FAILED = 3  # could not produce any output
+EXIT_SIGPIPE = 128 + 13  # stdout's reader went away (| head), as a shell reports SIGPIPE
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -35,6 +36,11 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except BBMapError as e:
             click.echo(f"bbmap: error: {e}", err=True)
             sys.exit(EXIT_FAILED)
+        except BrokenPipeError:  # the reader left (| head): quiet, as a SIGPIPE'd tool
+            with contextlib.suppress(OSError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())  # no second error at exit's flush
+            sys.exit(EXIT_SIGPIPE)
         except (OSError, MemoryError) as e:
             click.echo(f"bbmap: error: {e}", err=True)
             sys.exit(EXIT_FAILED)

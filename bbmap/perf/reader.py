@@ -14,7 +14,10 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import shutil
+import stat
 import struct
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -70,6 +73,34 @@ class _Stream:
     bad_side: int = 0
 
 
+# a pipe read once per process: (st_dev, st_ino) -> its copy in an unnamed temporary file,
+# so a second pass over the same pipe (spec/annotate.md) reads the same bytes
+_SPOOLS: dict[tuple[int, int], object] = {}
+
+
+def _spooled(fh, path: str):  # noqa: ANN001, ANN202 - binary file objects
+    """A regular file holding what ``fh`` (a pipe, FIFO or device) yields, to be mmapped.
+    The first 8 bytes are checked before anything else is read, so an endless stream
+    that is not perf data (``/dev/zero``) is refused at once."""
+    st = os.fstat(fh.fileno())
+    key = (st.st_dev, st.st_ino)
+    with fh:
+        if key not in _SPOOLS:
+            magic = fh.read(8)
+            if magic not in (fmt.MAGIC, fmt.MAGIC_SWAPPED, b"PERFFILE"):
+                if len(magic) < 8:
+                    raise BBMapError(f"not perf data: only {len(magic)} bytes", file=path,
+                                     offset=0)
+                raise BBMapError(f"not perf data: magic {magic!r}", file=path,
+                                 section="file header", offset=0)
+            tmp = tempfile.TemporaryFile(prefix="bbmap-pipe-")  # noqa: SIM115 - kept
+            tmp.write(magic)
+            shutil.copyfileobj(fh, tmp, 1 << 20)
+            tmp.flush()
+            _SPOOLS[key] = tmp
+        return os.fdopen(os.dup(_SPOOLS[key].fileno()), "rb")
+
+
 class PerfData:
     """A perf.data file; see ``spec/architecture.md`` for the contract."""
 
@@ -93,7 +124,10 @@ class PerfData:
         self.id_index: dict[int, tuple[int, int, int]] = {}  # id -> (idx, cpu, tid)
         self.trust_end: int | None = None  # byte offset where a damaged stream stops
         try:
-            fh = open(self.path, "rb")  # noqa: SIM115 - kept open for the mmap's lifetime
+            # "-" is standard input, as for perf's -i -
+            fh = open("/dev/stdin" if self.path == "-" else self.path, "rb")  # noqa: SIM115
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                fh = _spooled(fh, self.path)  # a pipe (perf record -o - | bbmap ...)
         except OSError as e:
             raise BBMapError(f"cannot open: {e.strerror}", file=self.path) from None
         with fh:

@@ -40,6 +40,7 @@ _TRAPS = {"ud2", "ud1", "ud0", "ud2b", "int3", "hlt"}
 _CONDITIONAL_EXTRA = {"jrcxz", "jecxz", "jcxz", "loop", "loope", "loopne"}
 
 MACHINES = {"EM_X86_64": 64, "EM_386": 32, 62: 64, 3: 32}
+_TARGET_MAX = (1 << 63) - 1  # branch targets are kept as int64 (-1: none)
 
 
 def classify(mnemonic: str, op_str: str) -> tuple[int, int | None]:
@@ -195,7 +196,7 @@ class Disassembler:
         for _a, _s, m, o in rows:
             k, t = classify(m, o)
             kinds.append(k)
-            targets.append(-1 if t is None else t)
+            targets.append(-1 if t is None else min(t, _TARGET_MAX))
         return Decoded(np.array([r[0] for r in rows], dtype=np.uint64),
                        np.array([r[1] for r in rows], dtype=np.uint8),
                        np.array(kinds, dtype=np.uint8), np.array(targets, dtype=np.int64))
@@ -222,7 +223,9 @@ class Disassembler:
                 ops = arr["op_str"][br].tolist()
                 for i, op in zip(br.tolist(), ops):
                     if op.startswith(b"0x"):
-                        target[i] = int(op, 16)
+                        # a target past 2**63 (code near the top of the address space:
+                        # a corrupt base) is outside every function; keep it in int64
+                        target[i] = min(int(op, 16), _TARGET_MAX)
                     else:  # jmp rax / call qword ptr [...]
                         kinds[i] = JMP_INDIRECT if kinds[i] == JMP else CALL_INDIRECT
         finally:
