@@ -107,7 +107,7 @@ def test_range_counts_cover_blocks():
 def test_duplicated_newest_entry_dropped():
     dup = (rt(0x2016), rt(0x3000))
     stack = [dup, dup, (L, rt(0x2000))]
-    res = run(batch([rt(0x3000)], stacks=[stack]))
+    res = run(batch([rt(0x3000)], stacks=[stack]), drop_duplicate_newest=True)
     bb = res.accounting.branch_buckets()
     assert bb["duplicate"] == 1 and bb["in_block"] == 1 and bb["other_dso"] == 1
     # after the drop the range is [0x2000, 0x2016] (beta bb0, bb1), not the bogus reversed one
@@ -118,6 +118,45 @@ def test_duplicated_newest_entry_dropped():
     # without the rule the duplicate makes a reversed range
     res2 = run(batch([rt(0x3000)], stacks=[stack]), drop_duplicate_newest=False)
     assert res2.accounting.range_reasons()["reversed"] == 1
+
+
+def _loop_stacks(n: int, quirk: bool) -> list:
+    """``n`` stacks of a program whose two hottest branches alternate (so deeper
+    neighbours are rarely equal), entry 0 duplicated when ``quirk``."""
+    a, b = (rt(0x2016), rt(0x2000)), (rt(0x1012), rt(0x1004))
+    stacks = []
+    for i in range(n):
+        st = [a if (i + k) % 2 else b for k in range(8)]
+        if quirk:
+            st = [st[0]] + st
+        stacks.append(st)
+    return stacks
+
+
+def test_duplicated_newest_entry_detected_per_batch():
+    from bbmap.aggregate.lbr import duplicate_newest_quirk
+
+    for quirk in (False, True):
+        stacks = _loop_stacks(64, quirk)
+        b = batch([s[0][1] for s in stacks], stacks=stacks)
+        verdict, (p0, deeper, n) = duplicate_newest_quirk(b.br_ptr, b.br_from, b.br_to,
+                                                          b.br_flags)
+        assert verdict is quirk and n == 64 and deeper == 0.0
+        assert p0 == (1.0 if quirk else 0.0)
+        res = run(b)  # auto: drops exactly the quirk's copies, and says so
+        assert res.accounting.branch_buckets()["duplicate"] == (64 if quirk else 0)
+    # a one-block loop repeats at every depth: equal neighbours are the program, not the quirk
+    same = [[(rt(0x2016), rt(0x2000))] * 8 for _ in range(64)]
+    b = batch([rt(0x2000)] * 64, stacks=same)
+    verdict, (p0, deeper, _) = duplicate_newest_quirk(b.br_ptr, b.br_from, b.br_to, b.br_flags)
+    assert p0 == deeper == 1.0 and verdict  # indistinguishable; dropping costs 1 of 8 here
+    # too few stacks to judge: no verdict, the default keeps every entry
+    few = _loop_stacks(8, True)
+    assert duplicate_newest_quirk(*_cols(batch([s[0][1] for s in few], stacks=few)))[1] is None
+
+
+def _cols(b):
+    return b.br_ptr, b.br_from, b.br_to, b.br_flags
 
 
 def test_kernel_entries_bucketed_and_not_ranged():

@@ -122,13 +122,18 @@ def test_lbr_accounting(case):
     assert a.total_samples == info["samples"]
     assert a.total_branches == info["samples"] * info["depth"]
     a.check()
-    # duplicated newest entries, counted independently from perf script's brstack
+    # duplicated newest entries, counted independently from perf script's brstack; only
+    # the profile written with the hardware quirk has them dropped (the others' equal
+    # entries 0 and 1 are the program's own tight loops, at the same rate deeper down)
     dups = 0
     with open(os.path.join(d, "script-brstack.txt")) as fh:
         for line in fh:
             parts = line.split()
             if len(parts) >= 3 and parts[1] == parts[2]:
                 dups += 1
-    assert a.branch_buckets()["duplicate"] == dups
-    assert a.total_ranges == a.total_branches - dups - a.total_samples
+    quirk = "skylake" in info.get("variant", [])
+    dropped = dups if quirk else 0
+    assert a.branch_buckets()["duplicate"] == dropped
+    assert any("duplicated newest entry" in str(w) for w in res.warnings) == quirk
+    assert a.total_ranges == a.total_branches - dropped - a.total_samples
     assert res.status == "ok"

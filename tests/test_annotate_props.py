@@ -86,7 +86,7 @@ stacks = st.lists(st.lists(entry, min_size=0, max_size=6), min_size=1, max_size=
 @given(stacks=stacks, dup=st.lists(st.booleans(), min_size=12, max_size=12))
 def test_vectorized_equals_reference(stacks, dup):
     stacks = [([s[0]] + s) if d and s else s for s, d in zip(stacks, dup)]
-    a = Annotator(block_map(), symbols())
+    a = Annotator(block_map(), symbols(), drop_duplicate_newest=True)  # the rule, forced
     a.add_batch(batch([rt(0x1004)] * len(stacks), stacks=stacks), resolver())
     res = a.result(binary="t", build_id=None, profiles=[])
     counts, edges, buckets, reasons = reference(stacks)

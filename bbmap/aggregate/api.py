@@ -33,7 +33,7 @@ class Annotator:
     """Aggregation state shared by every batch of every profile."""
 
     def __init__(self, block_map: BlockMap, symbols: FunctionSymbols | None, *,
-                 demangle: bool = True, drop_duplicate_newest: bool = True,
+                 demangle: bool = True, drop_duplicate_newest: bool | None = None,
                  sections: list | None = None, _tables: tuple | None = None) -> None:
         self.block_map = block_map
         self.drop_duplicate_newest = drop_duplicate_newest
@@ -159,7 +159,7 @@ def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> lis
 def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
              binary: str | os.PathLike, *, name_override: str | None = None,
              pid: int | None = None, demangle: bool = True,
-             debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool = True,
+             debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
              chunk_samples: int = 65536, progress: ProgressFn | None = None
              ) -> AnnotateResult:
     """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged)
@@ -194,6 +194,15 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
                             pid=pid, chunk_samples=chunk_samples, progress=prog)
         profiles.append(info)
         done += info.samples
+    quirk = ann.branches.quirk_evidence
+    if ann.branches.quirk_batches and quirk is not None:
+        p0, deeper, n = quirk
+        warnings.append(Diagnostic(
+            f"LBR: entries 0 and 1 are equal in {100 * p0:.1f}% of {n} stacks but neighbours "
+            f"deeper in the stacks only in {100 * deeper:.1f}%: the hardware's duplicated "
+            f"newest entry; dropped entry 0 of those samples "
+            f"({int(ann.acct.branch_buckets()['duplicate'])} records, --duplicate-lbr keep "
+            "to keep them)"))
     return ann.result(binary=os.fspath(binary), build_id=b.build_id, profiles=profiles,
                       evidence=evidence, warnings=warnings)
 

@@ -41,6 +41,7 @@ class Evidence:
     pid: int | None = None
     hot_no_block: list[tuple[str, int]] = field(default_factory=list)  # functions w/o blocks
     mapping_notes: list[str] = field(default_factory=list)  # the mapping layer's explanation
+    undecoded_samples: int = 0  # SAMPLE records the reader had to drop (see its warnings)
 
 
 def norm_build_id(b: str | None) -> str | None:
@@ -97,6 +98,11 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
     def warn(msg: str) -> None:
         out.append(Diagnostic(msg, severity="warning"))
 
+    if total == 0 and acct.total_branches == 0 and ev.undecoded_samples:
+        err(f"none of the {ev.undecoded_samples} SAMPLE records could be decoded: they do "
+            "not fit the event attrs the header declares (a damaged header?); the reader's "
+            "warnings say which and where")
+        return STATUS_NOTHING, out
     if total == 0 and acct.total_branches == 0:
         err("the profile has no samples")
         return STATUS_NOTHING, out

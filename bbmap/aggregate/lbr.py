@@ -2,8 +2,12 @@
 
 Rules (spec/annotate.md, after perf-data-format.md §4.6):
 
-* entry 0 is the newest branch; if entries 0 and 1 are identical (the hardware's
-  duplicated newest entry) entry 0 is dropped and counted in the ``duplicate`` bucket;
+* entry 0 is the newest branch.  Some Intel parts record the newest branch twice
+  (entries 0 and 1 identical in every sample).  A tight loop also repeats a branch, so the
+  quirk is recognized per batch by comparing how often entries 0 and 1 are equal with how
+  often neighbours deeper in the stack are (:func:`duplicate_newest_quirk`); when it is
+  present (or forced), entry 0 of such samples is dropped and counted in the
+  ``duplicate`` bucket;
 * every other entry is one taken branch: an edge when both ends are in blocks of the
   binary, otherwise bucketed by the first end (source, then target) that is not;
 * between consecutive kept entries the code ``[older.to, newer.from]`` ran straight
@@ -80,15 +84,54 @@ class BlockGeometry:
         return len(self.start)
 
 
+QUIRK_MIN_STACKS = 32  # stacks (of >= 3 entries) needed to judge a batch on its own
+
+
+def _same_entry(f: np.ndarray, t: np.ndarray, fl: np.ndarray, i: np.ndarray,
+                j: np.ndarray) -> np.ndarray:
+    return (f[i] == f[j]) & (t[i] == t[j]) & (fl[i] == fl[j])
+
+
+def duplicate_newest_quirk(br_ptr: np.ndarray, br_from: np.ndarray, br_to: np.ndarray,
+                           br_flags: np.ndarray) -> tuple[bool, tuple[float, float, int] | None]:
+    """Is entry 0 a hardware duplicate of entry 1 in this batch's stacks?
+
+    The quirk makes entries 0 and 1 equal in (nearly) every sample; a program's own
+    repeats (a one-block loop's back edge) make neighbours equal at every depth alike.
+    So compare ``p0`` = P(entry 0 == entry 1) with ``p_deeper`` = P(entry k == entry k+1),
+    k >= 1: the quirk is present when ``p0`` is near one and sits well above
+    ``p_deeper`` (at least half-way from it to one).  Returns the verdict and the evidence
+    ``(p0, p_deeper, stacks)``, or ``None`` evidence when too few stacks have 3 entries.
+    """
+    counts = np.diff(br_ptr)
+    first = br_ptr[:-1][counts >= 3].astype(np.int64)
+    n = len(first)
+    if n < QUIRK_MIN_STACKS:
+        return False, None
+    p0 = float(_same_entry(br_from, br_to, br_flags, first, first + 1).mean())
+    # neighbours deeper in the stack: every (k, k+1) pair with k >= 1
+    ends = br_ptr[1:].astype(np.int64)
+    deeper = np.ones(len(br_from), bool)
+    deeper[br_ptr[:-1].astype(np.int64)[counts > 0]] = False  # not entry 0 ...
+    deeper[(ends - 1)[counts > 0]] = False  # ... and not the last entry (no k+1)
+    k = np.flatnonzero(deeper)
+    p_deeper = float(_same_entry(br_from, br_to, br_flags, k, k + 1).mean()) if len(k) else 0.0
+    quirk = p0 >= 0.98 and p0 >= p_deeper + 0.5 * (1.0 - p_deeper)
+    return quirk, (p0, p_deeper, n)
+
+
 class BranchAggregator:
     """Accumulates LBR stacks over any number of batches and files (bounded memory:
     per-block arrays plus the distinct edges)."""
 
     def __init__(self, geom: BlockGeometry, acct: Accounting, *,
-                 drop_duplicate_newest: bool = True) -> None:
+                 drop_duplicate_newest: bool | None = None) -> None:
         self.geom = geom
         self.acct = acct
-        self.drop_duplicate_newest = drop_duplicate_newest
+        self.drop_duplicate_newest = drop_duplicate_newest  # None: detect per batch
+        self.quirk_batches = 0  # batches in which the duplicated-newest quirk was seen
+        self.quirk_evidence: tuple[float, float, int] | None = None  # (p0, p_deeper, n)
+        self._last_quirk = False
         B = geom.num_blocks
         self._cover = np.zeros(B + 1, np.int64)  # difference array of block coverage
         self._ft = np.zeros(B + 1, np.int64)  # difference array of b -> b+1 fall-throughs
@@ -111,11 +154,20 @@ class BranchAggregator:
 
         # the duplicated newest entry: entries 0 and 1 identical -> drop entry 0
         keep = np.ones(n_ent, bool)
-        if self.drop_duplicate_newest:
+        drop = self.drop_duplicate_newest
+        if drop is None:
+            quirk, evidence = duplicate_newest_quirk(br_ptr, br_from, br_to, br_flags)
+            if evidence is None:
+                quirk = self._last_quirk  # too few stacks to tell: as the last batch
+            else:
+                self.quirk_evidence = evidence
+                self._last_quirk = quirk
+            self.quirk_batches += int(quirk)
+            drop = quirk
+        if drop:
             two = np.flatnonzero(counts >= 2)
             e0 = first[two]
-            dup = ((br_from[e0] == br_from[e0 + 1]) & (br_to[e0] == br_to[e0 + 1])
-                   & (br_flags[e0] == br_flags[e0 + 1]))
+            dup = _same_entry(br_from, br_to, br_flags, e0, e0 + 1)
             keep[e0[dup]] = False
         n_dup = int(n_ent - keep.sum())
         if n_dup:
@@ -232,6 +284,8 @@ class BranchAggregator:
         """Add another aggregator's counts (same geometry); accounting is merged apart."""
         self._cover += other._cover
         self._ft += other._ft
+        self.quirk_batches += other.quirk_batches
+        self.quirk_evidence = other.quirk_evidence or self.quirk_evidence
         other._fold()
         self._pending.append((other._edge_keys, other._edge_counts))
         self._pending_n += len(other._edge_keys)

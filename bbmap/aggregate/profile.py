@@ -72,6 +72,7 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
     for fn, bid in ev.build_ids_seen.items():
         evidence.profile_build_ids.append((fn, bid))
     evidence.binary_mmaps += ev.binary_mappings
+    evidence.undecoded_samples += max(0, perf.record_counts.get("SAMPLE", 0) - samples)
     if not ev.binary_mappings:
         evidence.mapping_notes.append(f"{path}: {ev.explain()}")
     for d in perf.diagnostics:

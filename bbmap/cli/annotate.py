@@ -10,6 +10,7 @@ from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
 from bbmap.errors import BBMapError
 
 FORMATS = ("text", "json", "csv", "propeller", "symorder")
+DUPLICATE_LBR = {"auto": None, "drop": True, "keep": False}  # --duplicate-lbr -> API value
 
 
 @main.command("annotate")
@@ -29,12 +30,14 @@ FORMATS = ("text", "json", "csv", "propeller", "symorder")
 @click.option("--no-demangle", is_flag=True, help="show raw (mangled) names")
 @click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
               help="where to look for separate debug files (repeatable)")
-@click.option("--keep-duplicate-lbr", is_flag=True,
-              help="do not drop a duplicated newest LBR entry")
+@click.option("--duplicate-lbr", "duplicate_lbr", type=click.Choice(["auto", "drop", "keep"]),
+              default="auto", show_default=True,
+              help="the hardware's duplicated newest LBR entry: detect it per batch, or "
+                   "always drop / always keep entry 0 when it equals entry 1")
 @guarded
 def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, name: str | None,
                  pid: int | None, top: int | None, cluster_version: str, no_demangle: bool,
-                 debug_dirs: tuple[str, ...], keep_duplicate_lbr: bool) -> None:
+                 debug_dirs: tuple[str, ...], duplicate_lbr: str) -> None:
     """Map the samples of PERF_DATA (files or @listfiles, merged) to BINARY's basic blocks.
 
     Every sample and branch record lands in exactly one accounting bucket; when little or
@@ -55,7 +58,7 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, name: st
     try:
         result = annotate(perf_paths, binary, name_override=name, pid=pid,
                           demangle=not no_demangle, debug_dirs=debug_dirs,
-                          drop_duplicate_newest=not keep_duplicate_lbr,
+                          drop_duplicate_newest=DUPLICATE_LBR[duplicate_lbr],
                           progress=progress.update if progress else None)
     finally:
         if progress:

@@ -9,6 +9,7 @@ import sys
 import click
 
 from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
+from bbmap.cli.annotate import DUPLICATE_LBR
 from bbmap.errors import BBMapError
 
 FORMATS = ("svg", "dot")
@@ -34,12 +35,13 @@ FORMATS = ("svg", "dot")
 @click.option("--no-demangle", is_flag=True, help="show raw (mangled) names")
 @click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
               help="where to look for separate debug files (repeatable)")
-@click.option("--keep-duplicate-lbr", is_flag=True,
-              help="do not drop a duplicated newest LBR entry")
+@click.option("--duplicate-lbr", "duplicate_lbr", type=click.Choice(list(DUPLICATE_LBR)),
+              default="auto", show_default=True,
+              help="the hardware's duplicated newest LBR entry (see bbmap annotate)")
 @guarded
 def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: str | None,
             output: str, heat: str, name: str | None, pid: int | None, no_demangle: bool,
-            debug_dirs: tuple[str, ...], keep_duplicate_lbr: bool) -> None:
+            debug_dirs: tuple[str, ...], duplicate_lbr: str) -> None:
     """Draw BINARY's functions with the block heat of PERF_DATA (files or @listfiles).
 
     SVG: without --function, an overview heat strip of the hottest functions followed by
@@ -61,7 +63,7 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
         fmt = "dot" if output.lower().endswith((".dot", ".gv")) else "svg"
     result = annotate(perf_paths, binary, name_override=name, pid=pid,
                       demangle=not no_demangle, debug_dirs=debug_dirs,
-                      drop_duplicate_newest=not keep_duplicate_lbr)
+                      drop_duplicate_newest=DUPLICATE_LBR[duplicate_lbr])
     keys = find_functions(result, functions, binary) if functions else None
     labels = range_labels(binary, debug_dirs)
     if fmt == "dot":
