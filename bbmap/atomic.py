@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from typing import IO
@@ -37,10 +39,19 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         raise BBMapError("cannot write output: it is a directory", file=path)
     real = os.path.realpath(path)
     if (st is not None and not stat.S_ISREG(st.st_mode)) or _is_fd_alias(path):
-        # a device, FIFO, terminal or /dev/stdout: nothing to rename over; write through,
-        # appending (reopening /dev/stdout with O_TRUNC would empty a '>> log')
+        # a device, FIFO, terminal or /dev/stdout: nothing to rename over; write through.
+        # /dev/stdout is written through our own descriptor 1 (reopening it would not share
+        # the shell's file offset: O_TRUNC empties a '>> log', later writes overwrite ours)
+        fd = _fd_alias(path)
         try:
-            with open(path, mode.replace("w", "a"), encoding=enc, errors=errors) as fh:
+            if fd is not None:
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                target = os.dup(fd)
+            else:
+                target = path
+            with open(target, mode.replace("w", "a"), encoding=enc, errors=errors) as fh:
                 yield fh
         except OSError as e:
             raise _output_error(path, e) from None
@@ -81,6 +92,18 @@ def _is_fd_alias(path: str) -> bool:
             return False
         path = os.path.join(os.path.dirname(path), os.readlink(path))
     return False
+
+
+def _fd_alias(path: str) -> int | None:
+    """The descriptor number ``path`` names in this process (``/dev/stdout`` -> 1), if any."""
+    for _ in range(16):
+        m = re.fullmatch(rf"/(?:proc/self|proc/{os.getpid()}|dev)/fd/(\d+)", path)
+        if m:
+            return int(m.group(1))
+        if not os.path.islink(path):
+            return None
+        path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+    return None
 
 
 def _output_error(path: str, e: OSError) -> BBMapError:

@@ -250,3 +250,20 @@ def test_binary_without_build_id_matched_by_name_warns(tmp_path):
     assert code == 0 and doc["totals"]["buckets"]["samples"]["in_block"] > 0
     msgs = [w["message"] for w in doc["warnings"]]
     assert any("no build-id" in m and "3f47b439" in m for m in msgs), msgs
+
+
+@have_corpus
+def test_undecodable_samples_are_the_reason_not_no_samples(tmp_path):
+    """A flipped sample_type bit makes every SAMPLE record undecodable: the diagnosis must
+    say that, not 'the profile has no samples' (3002 SAMPLE records are there)."""
+    import struct
+    with open(PROF, "rb") as fh:
+        data = bytearray(fh.read())
+    attrs = struct.unpack_from("<Q", data, 24)[0]
+    st = struct.unpack_from("<Q", data, attrs + 24)[0]
+    struct.pack_into("<Q", data, attrs + 24, st | 0x20)  # + PERF_SAMPLE_READ
+    bad = tmp_path / "bad.data"
+    bad.write_bytes(bytes(data))
+    code, out = cli("annotate", str(bad), BIN)
+    line = one_error_line(out)
+    assert code == 1 and "3002 SAMPLE records" in line and "decoded" in line, line

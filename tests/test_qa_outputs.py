@@ -183,3 +183,19 @@ def test_dev_stdout_appending_to_a_file_is_not_clobbered(tmp_path):
     assert r.returncode == 0, r.stderr
     text = log.read_text()
     assert text.startswith("earlier line\n") and "SAMPLE" in text
+
+
+@have_corpus
+def test_dev_stdout_shares_the_shells_offset(tmp_path):
+    """``{ bbmap verify BIN -o /dev/stdout; echo done; } > log``: the shell's later
+    writes must come after bbmap's report, not over it (a reopened /dev/stdout has its
+    own offset)."""
+    import subprocess
+    import sys
+    log = tmp_path / "log"
+    cmd = (f"{sys.executable} -c 'from bbmap.cli import main; main()' verify {BIN} "
+           "-o /dev/stdout; echo done")
+    with open(log, "w") as fh:
+        subprocess.run(["sh", "-c", cmd], stdout=fh, timeout=300, check=True)
+    text = log.read_text()
+    assert "OK (" in text and text.endswith("done\n"), text

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import IO
 
 import click
 
 from bbmap.atomic import atomic_open
 from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main
-from bbmap.dump import iter_json, iter_text, write_overlapped
+from bbmap.dump import iter_text, write_json, write_overlapped
 
 
 @main.command("dump")
@@ -28,16 +29,19 @@ def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
     from bbmap.binary import load_binary
 
     b = load_binary(binary, demangle=not no_demangle, debug_dirs=debug_dirs, decoder=decoder)
-    if as_json:
-        parts = iter_json(b)  # UTF-8 bytes
-    else:
-        parts = (t.encode() for t in iter_text(b))
+
+    def emit(fh: IO[bytes]) -> None:
+        if as_json:
+            write_json(b, fh)
+        else:
+            write_overlapped((t.encode() for t in iter_text(b)), fh)
+
     try:
         if output:
             with atomic_open(output, "wb") as fh:
-                write_overlapped(parts, fh)
+                emit(fh)
         else:
-            write_overlapped(parts, sys.stdout.buffer)
+            emit(sys.stdout.buffer)
             sys.stdout.buffer.flush()
     except BrokenPipeError:  # `bbmap dump ... | head`: the reader has seen enough
         import os

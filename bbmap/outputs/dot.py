@@ -115,8 +115,10 @@ def function_dot(ctx: PictureContext, fd: FunctionData) -> str:
         o.append(f'  x{i} [label={quote(name)}, shape=note, style="dashed", '
                  'fillcolor="#ffffff"];')
     for (src, name, kind), n in sorted(agg.items(), key=lambda kv: (-kv[1], kv[0])):
+        # weight=0, not constraint=false: notes held only by unconstrained edges make
+        # Graphviz 2.43 (Debian, Ubuntu) abort with a double free after a graph with clusters
         o.append(f'  b{src} -> x{others[name]} [label="{kind} {n:,}", color="#888888", '
-                 "style=dashed, constraint=false];")
+                 "style=dashed, weight=0];")
     if fd.omitted_edges:
         o.append(f"  // {fd.omitted_edges} lighter taken edges omitted")
     o.append("}")
