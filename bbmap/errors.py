@@ -52,6 +52,11 @@ class BBMapError(Exception):
         super().__init__(str(self.diagnostic))
 
 
+class UsageError(BBMapError):
+    """The request itself is wrong (arguments in the wrong order, a malformed address):
+    the CLI exits 2, as for click's own usage errors."""
+
+
 class DecodeError(BBMapError):
     """A block map or perf record could not be decoded past ``offset``."""
 

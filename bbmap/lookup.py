@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bbmap.errors import BBMapError
+from bbmap.errors import BBMapError, UsageError
 from bbmap.index import STATUS_NAMES, BlockIndex, range_function
 from bbmap.mappings import ProfileMappings
 from bbmap.translate import (
@@ -64,9 +64,9 @@ def parse_address(text: str) -> int:
     try:
         v = int(t, 16) if t.startswith("0x") else int(t, 10)
     except ValueError:
-        raise BBMapError(f"not an address: {text!r} (use 0x... for hex)") from None
+        raise UsageError(f"not an address: {text!r} (use 0x... for hex)") from None
     if not 0 <= v < 1 << 64:
-        raise BBMapError(f"address out of range: {text!r}")
+        raise UsageError(f"address out of range: {text!r}")
     return v
 
 
@@ -91,7 +91,7 @@ class Lookuper:
     def lookup(self, text: str, space: str = "vaddr", *, pid: int | None = None,
                to: bool = False, explain: bool = False) -> AddressReport:
         if space not in SPACES:
-            raise BBMapError(f"unknown address space {space!r} (one of {', '.join(SPACES)})")
+            raise UsageError(f"unknown address space {space!r} (one of {', '.join(SPACES)})")
         a = parse_address(text)
         segs = self.binary.segments
         rep = AddressReport(input=text, space=space)
@@ -171,7 +171,7 @@ class Lookuper:
         if self.base is not None:
             return self.base, pid, ""
         if self.mappings is None:
-            raise BBMapError("--vma needs --perf-data FILE (or --base ADDR) to know where the "
+            raise UsageError("--vma needs --perf-data FILE (or --base ADDR) to know where the "
                              "binary was loaded")
         cands = self.mappings.binary_mappings(pid)
         hits = [m for m in cands if m.start <= vma < m.stop]

@@ -141,13 +141,13 @@ def test_bad_inputs_one_line_errors(tmp_path):
     code, out, _ = run(str(tmp_path / "missing.data"), str(junk))
     assert code == 3 and "Traceback" not in out
     code, out, _ = run(str(junk))
-    assert code == 3 and "need at least one perf.data" in out
+    assert code == 2 and "need at least one perf.data" in out
 
 
 @have_corpus
 def test_swapped_arguments_and_truncated_profile(tmp_path):
     code, out, _ = run(BIN, PROF)
-    assert code == 3 and "last argument must be the binary" in out
+    assert code == 2 and "last argument must be the binary" in out
     cut = tmp_path / "cut.data"
     from pathlib import Path
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from bbmap.errors import BBMapError
+from bbmap.errors import BBMapError, UsageError
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1  # ran, but the output is incomplete or wrong (errors in the input)
@@ -33,6 +33,9 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except UsageError as e:
+            click.echo(f"bbmap: error: {e}", err=True)
+            sys.exit(EXIT_USAGE)
         except BBMapError as e:
             click.echo(f"bbmap: error: {e}", err=True)
             sys.exit(EXIT_FAILED)

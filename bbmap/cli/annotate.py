@@ -7,7 +7,7 @@ import sys
 import click
 
 from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
-from bbmap.errors import BBMapError
+from bbmap.errors import UsageError
 
 FORMATS = ("text", "json", "csv", "propeller", "symorder")
 DUPLICATE_LBR = {"auto": None, "drop": True, "keep": False}  # --duplicate-lbr -> API value
@@ -47,12 +47,12 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, name: st
     from bbmap.atomic import write_atomic
 
     if len(inputs) < 2:
-        raise BBMapError("need at least one perf.data file and the binary "
+        raise UsageError("need at least one perf.data file and the binary "
                          "(bbmap annotate perf.data ./binary)")
     *perf_paths, binary = inputs
     refuse_output_over_input(output, inputs)
     if _is_perf_data(binary):
-        raise BBMapError(f"{binary} is perf data, but the last argument must be the binary "
+        raise UsageError(f"{binary} is perf data, but the last argument must be the binary "
                          "(bbmap annotate perf.data ./binary)")
     progress = _progress_bar() if sys.stderr.isatty() else None
     try:

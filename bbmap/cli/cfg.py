@@ -10,7 +10,7 @@ import click
 
 from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
 from bbmap.cli.annotate import DUPLICATE_LBR
-from bbmap.errors import BBMapError
+from bbmap.errors import BBMapError, UsageError
 
 FORMATS = ("svg", "dot")
 
@@ -52,12 +52,12 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
     from bbmap.atomic import write_atomic
 
     if len(inputs) < 2:
-        raise BBMapError("need at least one perf.data file and the binary "
+        raise UsageError("need at least one perf.data file and the binary "
                          "(bbmap cfg perf.data ./binary -o out.svg)")
     *perf_paths, binary = inputs
     refuse_output_over_input(output, inputs)
     if _is_perf_data(binary):
-        raise BBMapError(f"{binary} is perf data, but the last argument must be the binary "
+        raise UsageError(f"{binary} is perf data, but the last argument must be the binary "
                          "(bbmap cfg perf.data ./binary -o out.svg)")
     if fmt is None:
         fmt = "dot" if output.lower().endswith((".dot", ".gv")) else "svg"
@@ -103,7 +103,7 @@ def find_functions(result, names: tuple[str, ...] | list[str], binary: str  # no
         if not hit:
             hit = [k for k in range(ft.num_keys) if _bare(display[k]) in (q, qp)]
         if not hit:
-            raise BBMapError(f"no function named {q!r} in {binary}; "
+            raise UsageError(f"no function named {q!r} in {binary}; "
                              + _closest(q, display + raw))
         keys += [k for k in hit if k not in keys]
     return keys

@@ -33,11 +33,11 @@ def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str |
                explain: bool, as_json: bool) -> None:
     """Map addresses of BINARY to function -> range -> basic block."""
     from bbmap.binary import load_binary
-    from bbmap.errors import BBMapError
+    from bbmap.errors import UsageError
     from bbmap.lookup import Lookuper, format_report, parse_address
 
     if pid is not None and not perf_data:
-        raise BBMapError("--pid needs --perf-data FILE")
+        raise UsageError("--pid needs --perf-data FILE")
     b = load_binary(binary)
     for d in b.diagnostics:
         click.echo(f"bbmap: {d.severity}: {d}", err=True)
