@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
-from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
-from bbmap.errors import UsageError
+from bbmap.cli import EXIT_PROBLEMS, guarded, main
+from bbmap.cli.profile_args import annotate_kwargs, profile_options, split_inputs
 
 FORMATS = ("text", "json", "csv", "propeller", "symorder")
-DUPLICATE_LBR = {"auto": None, "drop": True, "keep": False}  # --duplicate-lbr -> API value
 
 
 @main.command("annotate")
@@ -20,24 +20,14 @@ DUPLICATE_LBR = {"auto": None, "drop": True, "keep": False}  # --duplicate-lbr -
                    "symbol-ordering file")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write here (atomically) instead of stdout")
-@click.option("--name", "name", default=None,
-              help="the binary's file name as the profile mapped it (if renamed or moved)")
-@click.option("--pid", type=int, default=None, help="only samples of this process")
 @click.option("--top", type=click.IntRange(min=0), default=None,
               help="hottest functions to list (text default 20; json/csv default all; 0 = all)")
 @click.option("--cluster-version", type=click.Choice(["0", "1"]), default="1",
               show_default=True, help="Propeller cluster file format")
-@click.option("--no-demangle", is_flag=True, help="show raw (mangled) names")
-@click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
-              help="where to look for separate debug files (repeatable)")
-@click.option("--duplicate-lbr", "duplicate_lbr", type=click.Choice(["auto", "drop", "keep"]),
-              default="auto", show_default=True,
-              help="the hardware's duplicated newest LBR entry: detect it per batch, or "
-                   "always drop / always keep entry 0 when it equals entry 1")
+@profile_options
 @guarded
-def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, name: str | None,
-                 pid: int | None, top: int | None, cluster_version: str, no_demangle: bool,
-                 debug_dirs: tuple[str, ...], duplicate_lbr: str) -> None:
+def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int | None,
+                 cluster_version: str, **profile: Any) -> None:
     """Map the samples of PERF_DATA (files or @listfiles, merged) to BINARY's basic blocks.
 
     Every sample and branch record lands in exactly one accounting bucket; when little or
@@ -46,19 +36,10 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, name: st
     from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
 
-    if len(inputs) < 2:
-        raise UsageError("need at least one perf.data file and the binary "
-                         "(bbmap annotate perf.data ./binary)")
-    *perf_paths, binary = inputs
-    refuse_output_over_input(output, inputs)
-    if _is_perf_data(binary):
-        raise UsageError(f"{binary} is perf data, but the last argument must be the binary "
-                         "(bbmap annotate perf.data ./binary)")
+    perf_paths, binary = split_inputs(inputs, output, "bbmap annotate perf.data ./binary")
     progress = _progress_bar() if sys.stderr.isatty() else None
     try:
-        result = annotate(perf_paths, binary, name_override=name, pid=pid,
-                          demangle=not no_demangle, debug_dirs=debug_dirs,
-                          drop_duplicate_newest=DUPLICATE_LBR[duplicate_lbr],
+        result = annotate(perf_paths, binary, **annotate_kwargs(**profile),
                           progress=progress.update if progress else None)
     finally:
         if progress:
@@ -75,14 +56,6 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, name: st
         if not errors:
             click.echo("bbmap: error: nothing could be put in a block", err=True)
         sys.exit(EXIT_PROBLEMS)
-
-
-def _is_perf_data(path: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(8) == b"PERFILE2"
-    except OSError:
-        return False
 
 
 def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool  # noqa: ANN001

@@ -5,11 +5,12 @@ from __future__ import annotations
 import difflib
 import re
 import sys
+from typing import Any
 
 import click
 
-from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
-from bbmap.cli.annotate import DUPLICATE_LBR
+from bbmap.cli import EXIT_PROBLEMS, guarded, main
+from bbmap.cli.profile_args import annotate_kwargs, profile_options, split_inputs
 from bbmap.errors import BBMapError, UsageError
 
 FORMATS = ("svg", "dot")
@@ -29,19 +30,10 @@ FORMATS = ("svg", "dot")
 @click.option("--heat", type=click.Choice(("auto", "samples", "count")), default="auto",
               show_default=True,
               help="colour by samples or LBR execution count (auto: count when LBR)")
-@click.option("--name", "name", default=None,
-              help="the binary's file name as the profile mapped it (if renamed or moved)")
-@click.option("--pid", type=int, default=None, help="only samples of this process")
-@click.option("--no-demangle", is_flag=True, help="show raw (mangled) names")
-@click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
-              help="where to look for separate debug files (repeatable)")
-@click.option("--duplicate-lbr", "duplicate_lbr", type=click.Choice(list(DUPLICATE_LBR)),
-              default="auto", show_default=True,
-              help="the hardware's duplicated newest LBR entry (see bbmap annotate)")
+@profile_options
 @guarded
 def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: str | None,
-            output: str, heat: str, name: str | None, pid: int | None, no_demangle: bool,
-            debug_dirs: tuple[str, ...], duplicate_lbr: str) -> None:
+            output: str, heat: str, **profile: Any) -> None:
     """Draw BINARY's functions with the block heat of PERF_DATA (files or @listfiles).
 
     SVG: without --function, an overview heat strip of the hottest functions followed by
@@ -51,21 +43,12 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
     from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
 
-    if len(inputs) < 2:
-        raise UsageError("need at least one perf.data file and the binary "
-                         "(bbmap cfg perf.data ./binary -o out.svg)")
-    *perf_paths, binary = inputs
-    refuse_output_over_input(output, inputs)
-    if _is_perf_data(binary):
-        raise UsageError(f"{binary} is perf data, but the last argument must be the binary "
-                         "(bbmap cfg perf.data ./binary -o out.svg)")
+    perf_paths, binary = split_inputs(inputs, output, "bbmap cfg perf.data ./binary -o out.svg")
     if fmt is None:
         fmt = "dot" if output.lower().endswith((".dot", ".gv")) else "svg"
-    result = annotate(perf_paths, binary, name_override=name, pid=pid,
-                      demangle=not no_demangle, debug_dirs=debug_dirs,
-                      drop_duplicate_newest=DUPLICATE_LBR[duplicate_lbr])
+    result = annotate(perf_paths, binary, **annotate_kwargs(**profile))
     keys = find_functions(result, functions, binary) if functions else None
-    labels = range_labels(binary, debug_dirs)
+    labels = range_labels(binary, profile["debug_dirs"])
     if fmt == "dot":
         from bbmap.outputs.dot import render_dot
         text = render_dot(result, keys, top=top, heat=heat, range_labels=labels)
@@ -147,11 +130,3 @@ def range_labels(binary: str, debug_dirs: tuple[str, ...] = ()) -> dict[int, str
         if parent != name and name.startswith(parent):
             out.setdefault(int(addr), name[len(parent):])
     return out
-
-
-def _is_perf_data(path: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(8) == b"PERFILE2"
-    except OSError:
-        return False

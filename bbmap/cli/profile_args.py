@@ -1,0 +1,61 @@
+"""Arguments shared by the commands that read profiles against a binary (annotate, cfg)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from bbmap.cli import refuse_output_over_input
+from bbmap.errors import UsageError
+
+DUPLICATE_LBR = {"auto": None, "drop": True, "keep": False}  # --duplicate-lbr -> API value
+
+_OPTIONS = (
+    click.option("--name", "name", default=None,
+                 help="the binary's file name as the profile mapped it (if renamed or moved)"),
+    click.option("--pid", type=int, default=None, help="only samples of this process"),
+    click.option("--no-demangle", is_flag=True, help="show raw (mangled) names"),
+    click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
+                 help="where to look for separate debug files (repeatable)"),
+    click.option("--duplicate-lbr", "duplicate_lbr", type=click.Choice(list(DUPLICATE_LBR)),
+                 default="auto", show_default=True,
+                 help="the hardware's duplicated newest LBR entry: detect it per batch, or "
+                      "always drop / always keep entry 0 when it equals entry 1"),
+)
+
+
+def profile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the options above; the command receives them as keyword arguments."""
+    for option in reversed(_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+def annotate_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
+                    debug_dirs: tuple[str, ...], duplicate_lbr: str) -> dict[str, Any]:
+    """The options as ``bbmap.annotate`` keyword arguments."""
+    return {"name_override": name, "pid": pid, "demangle": not no_demangle,
+            "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr]}
+
+
+def split_inputs(inputs: tuple[str, ...], output: str | None, example: str
+                 ) -> tuple[list[str], str]:
+    """``PERF_DATA... BINARY`` -> (profiles, binary), refusing what would go wrong."""
+    if len(inputs) < 2:
+        raise UsageError(f"need at least one perf.data file and the binary ({example})")
+    *perf_paths, binary = inputs
+    refuse_output_over_input(output, inputs)
+    if _is_perf_data(binary):
+        raise UsageError(f"{binary} is perf data, but the last argument must be the binary "
+                         f"({example})")
+    return perf_paths, binary
+
+
+def _is_perf_data(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8) == b"PERFILE2"
+    except OSError:
+        return False
