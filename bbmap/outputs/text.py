@@ -144,12 +144,29 @@ def _range_table(result: AnnotateResult) -> Table:
 
 
 # ---------------------------------------------------------------------------- backends
-def render_plain(head: list[tuple[str, str]], tables: list[Table]) -> str:
-    """Aligned columns, no escape codes: for files, pipes and diffs."""
+NAME_MIN = 24  # the first (name) column never shrinks below this
+
+
+def _elide(text: str, width: int) -> str:
+    """Shorten in the middle: a C++ name's scope and its parameter list both matter."""
+    if len(text) <= width:
+        return text
+    head = (width - 3) * 2 // 3
+    return text[:head] + "..." + text[len(text) - (width - 3 - head):]
+
+
+def render_plain(head: list[tuple[str, str]], tables: list[Table], *, width: int = 120) -> str:
+    """Aligned columns, no escape codes: for files, pipes and diffs.  Long names in the
+    first column are elided in the middle so a row fits ``width``."""
     out = [text for _, text in head]
     for t in tables:
         cells = [t.columns] + t.rows
         widths = [max(len(r[i]) for r in cells) for i in range(len(t.columns))]
+        rest = sum(widths[1:]) + 2 * (len(widths) - 1)
+        if widths and widths[0] + rest > width and widths[0] > NAME_MIN:
+            widths[0] = max(NAME_MIN, width - rest)
+            cells = [[_elide(r[0], widths[0]), *r[1:]] for r in cells]
+        columns, rows = cells[0], cells[1:]
         out.append("")
         out.append(t.title)
 
@@ -157,9 +174,9 @@ def render_plain(head: list[tuple[str, str]], tables: list[Table]) -> str:
             return "  ".join(c.rjust(w) if i in t.right else c.ljust(w)
                              for i, (c, w) in enumerate(zip(r, widths))).rstrip()
 
-        out.append(line(t.columns))
+        out.append(line(columns))
         out.append("  ".join("-" * w for w in widths))
-        out.extend(line(r) for r in t.rows)
+        out.extend(line(r) for r in rows)
     return "\n".join(out) + "\n"
 
 
@@ -192,4 +209,4 @@ def render_text(result: AnnotateResult, *, top: int = 20, blocks_per_function: i
     head, tables = build_report(result, top=top, blocks_per_function=blocks_per_function)
     if rich or color:
         return render_rich(head, tables, width=width, color=color)
-    return render_plain(head, tables)
+    return render_plain(head, tables, width=width)
