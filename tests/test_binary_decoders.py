@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from unittest.mock import patch
 
+import hypothesis.strategies as st
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from test_formats_roundtrip import _encode, _input, function, section
 
-from bbmap.binary import load_binary
+from bbmap.binary import decode_fast, load_binary
 from bbmap.binary.decode_fast import decode_section_fast
 from bbmap.binary.decode_ref import decode_section_ref
 from bbmap.model import BlockMap
@@ -109,3 +113,45 @@ def test_fast_and_reference_agree_on_crafted_faults(bad, message):
     assert [str(d) for d in rd] == [str(d) for d in fd]
     (err,) = [d for d in fd if d.severity == "error"]
     assert message in err.message and err.offset >= len(GOOD)
+
+
+# The fast decoder finds terminators and multi-byte tokens a slice of the section at a
+# time, and keeps runs of common records as columns merged with the general walk's
+# lists: tiny slices put slice boundaries inside tokens and records, and long
+# generated sections mix both walks.
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(section(), st.integers(1, 9))
+def test_fast_equals_reference_with_tiny_slices(sec, slice_bytes):
+    kind, fns = sec
+    inp = _input(kind, _encode(kind, fns))
+    r, rd = decode_section_ref(inp)
+    with patch.object(decode_fast, "_SLICE", slice_bytes):
+        f, fd = decode_section_fast(inp)
+    assert r.differences(f) == []
+    assert [str(d) for d in rd] == [str(d) for d in fd]
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.integers(2, 5), min_size=20, max_size=60), st.data())
+def test_fast_equals_reference_on_long_mixed_sections(versions, data):
+    fns = [data.draw(function(v)) for v in versions]
+    inp = _input("versioned", _encode("versioned", fns))
+    r, rd = decode_section_ref(inp)
+    f, fd = decode_section_fast(inp)
+    assert r.differences(f) == []
+    assert [str(d) for d in rd] == [str(d) for d in fd]
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=40),
+       st.lists(st.integers(0, 40), max_size=8))
+def test_segmented_cumsum(values, cuts):
+    from bbmap.binary.decode_fast import _seg_cumsum
+
+    v = np.array(values, dtype=np.uint64)
+    ptr = np.array(sorted({0, len(v), *[c for c in cuts if c <= len(v)]}), np.int64)
+    with np.errstate(over="ignore"):
+        want = [int(x) for a, b in zip(ptr[:-1], ptr[1:])
+                for x in np.cumsum(v[a:b], dtype=np.uint64)]
+    assert _seg_cumsum(v.copy(), ptr).tolist() == want

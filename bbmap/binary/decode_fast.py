@@ -19,6 +19,7 @@ hypothesis tests prove this decoder equal to the reference on generated maps.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
 from typing import NamedTuple
 
 import numpy as np
@@ -37,34 +38,39 @@ class _Stop(Exception):
     """The fast walk cannot continue at this function; the reference takes over."""
 
 
-_SLICE = 1 << 22  # bytes per np.flatnonzero call: its int64 result stays small
+_SLICE = 1 << 14  # bytes per np.flatnonzero call: its int64 result is reused heap
+_TERM_BYTES = bytes(1 if i < 0x80 else 0 for i in range(256))  # for bytes.translate
 
 
-def _terminators(mask: np.ndarray, itype: type) -> np.ndarray:
-    """Positions of the True bytes of ``mask`` as ``itype``, found a slice at a time
-    (one int64 ``flatnonzero`` of a 10 MB map would be 80 MB to fault in)."""
+def _terminators(mask: np.ndarray, itype: type) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the True bytes of ``mask`` as ``itype``, and the indices of the
+    multi-byte tokens (those whose terminator does not directly follow the previous
+    one), found a slice at a time: one int64 ``flatnonzero`` or ``diff`` of a 10 MB
+    map would be tens of MB to fault in."""
     term = np.empty(int(np.count_nonzero(mask)), itype)
-    at = 0
+    multi = []
+    at, last = 0, -1
     for s in range(0, len(mask), _SLICE):
         idx = np.flatnonzero(mask[s:s + _SLICE])
-        np.add(idx, s, out=term[at:at + len(idx)], casting="unsafe")
-        at += len(idx)
-    return term
+        if not len(idx):
+            continue
+        idx += s
+        term[at:at + len(idx)] = idx
+        multi.append(np.flatnonzero(np.diff(idx, prepend=last) > 1) + at)
+        at, last = at + len(idx), int(idx[-1])
+    return term, (np.concatenate(multi) if multi else np.zeros(0, np.int64))
 
 
-def _tokens(b: np.ndarray, is_term: np.ndarray, cum: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Terminator positions, ULEB values ending there, and a per-token 'malformed' flag.
 
     Indices are int32 and values uint32 unless the section needs wider (less memory
-    to fault in: a clang-sized map has ~10 million tokens).  Multi-byte tokens (a
-    terminator right after a continuation byte) are the few decoded byte by byte.
-    ``is_term`` is ``b < 0x80``; ``cum[p]`` the number of terminators before byte ``p``.
+    to fault in: a clang-sized map has ~10 million tokens).  Multi-byte tokens are
+    the few decoded byte by byte.
     """
     itype = np.int32 if len(b) < 2**30 else np.int64
-    term = _terminators(is_term, itype)
+    term, multi = _terminators(b < 0x80, itype)
     ntok = len(term)
-    multi = cum[np.flatnonzero(is_term[1:] > is_term[:-1]) + 1]
     ml = term[multi] - np.where(multi > 0, term[np.maximum(multi - 1, 0)], -1)
     maxlen = int(ml.max()) if len(ml) else 1
     vtype = np.uint64 if maxlen > 4 else np.uint32
@@ -106,25 +112,20 @@ class _Walker:
         self.data = data
         self.n = len(data)
         b = np.frombuffer(data, dtype=np.uint8)
-        is_term = b < 0x80
-        ctype = np.int32 if len(b) < 2**31 - 1 else np.int64
-        self.cum = np.zeros(len(b) + 1, dtype=ctype)  # byte position -> token index
-        np.cumsum(is_term, dtype=ctype, out=self.cum[1:])
-        term, vals, bad = _tokens(b, is_term, self.cum)
-        del is_term
+        term, vals, bad = _tokens(b)
+        # one byte per data byte, 1 where a token ends: token counts of short spans
+        self.is_term = data.translate(_TERM_BYTES)
+        self._cumm: memoryview | None = None
         self.term_np, self.vals_np, self.bad_np = term, vals, bad
         self.bad = memoryview(bad.view(np.uint8))
         self.T = memoryview(term)
         self.V = vals  # patched in place when a token starts after a fixed field
         self.Vm = memoryview(vals)
-        self.cumm = memoryview(self.cum)
         self.ntok = len(term)
         end = "<" if inp.little else ">"
         self.addr = struct.Struct(end + ("Q" if inp.address_size == 8 else "I")).unpack_from
         self.u16 = struct.Struct(end + "H").unpack_from
         self.asz = inp.address_size
-        self._chain: memoryview | None = None
-        self._chain_np: np.ndarray | None = None
         # outputs (one entry per function / range / block / successor)
         self.f_off: list[int] = []
         self.f_ver: list[int] = []
@@ -146,23 +147,20 @@ class _Walker:
     def release_walk_tables(self) -> None:
         """Drop what only the walk needs (terminator positions, byte -> token counts):
         the column gathering that follows is the memory peak of a decode."""
-        self.T = self.cumm = None  # type: ignore[assignment]
-        self.term_np = self.cum = None  # type: ignore[assignment]
+        self.T = self._cumm = None  # type: ignore[assignment]
+        self.term_np = self.is_term = None  # type: ignore[assignment]
 
-    def chain(self) -> memoryview:
-        """``next[t]``: the token after a callsite block starting at token ``t``."""
-        if self._chain is None:
-            nt = self.ntok
-            ch = np.full(nt, nt + 1, dtype=np.int32 if nt < 2**29 else np.int64)
-            for s in range(0, max(nt - 2, 0), _SLICE):  # slices: no token-sized temporaries
-                e = min(nt - 2, s + _SLICE)
-                part = ch[s:e]
-                np.minimum(self.V[s + 2:e + 2], nt + 1, out=part, casting="unsafe")
-                part += np.arange(s + 5, e + 5, dtype=ch.dtype)
-            np.minimum(ch, nt + 1, out=ch)
-            self._chain_np = ch
-            self._chain = memoryview(ch)
-        return self._chain
+    @property
+    def cumm(self) -> memoryview:
+        """``cumm[p]``: the number of tokens ending before byte ``p`` (built when the
+        general walk first needs it; common records count their few bytes instead)."""
+        if self._cumm is None:
+            b = np.frombuffer(self.data, np.uint8)
+            ctype = np.int32 if len(b) < 2**31 - 1 else np.int64
+            cum = np.zeros(len(b) + 1, dtype=ctype)
+            np.cumsum(b < 0x80, dtype=ctype, out=cum[1:])
+            self._cumm = memoryview(cum)
+        return self._cumm
 
     def tok(self, pos: int) -> int:
         """Index of the token starting at byte ``pos`` (patching its value if needed)."""
@@ -191,20 +189,24 @@ class _Walker:
     def run_simple(self, pos: int, versioned: bool) -> int:
         """Walk consecutive common records inline (one range, plain or callsite entries,
         no PGO); return where a record needing the general walk (or the end) starts."""
-        data, n, T, Vm, cum, bad = self.data, self.n, self.T, self.Vm, self.cumm, self.bad
+        data, n, T, Vm, bad = self.data, self.n, self.T, self.Vm, self.bad
         asz, ntok, little = self.asz, self.ntok, self.inp.little
+        count = self.is_term.count
+        kpos = bisect_left(T, pos)  # tokens ending before pos
         starts: list[int] = []
         firsts: list[int] = []
         s_pos, s_k0 = starts.append, firsts.append
-        chain = self._chain
         v = feat = hdr = 0
+        width = 4 if versioned else 3  # entries without IDs only in V0 (version 1 stops)
         try:
             while pos < n:
                 if versioned:
                     v = data[pos]
                     if v >= 5:
-                        feat = (data[pos + 1] | data[pos + 2] << 8) if little \
-                            else (data[pos + 1] << 8 | data[pos + 2])
+                        feat, high = (data[pos + 1], data[pos + 2]) if little \
+                            else (data[pos + 2], data[pos + 1])
+                        if high:
+                            return pos
                         hdr = 3
                     elif v >= 2:
                         feat = data[pos + 1]
@@ -213,22 +215,22 @@ class _Walker:
                         return pos
                     if feat & 0xDF or v > MAX_VERSION:
                         return pos
-                a = pos + hdr
-                p = a + asz
-                k = cum[p]
-                if k >= ntok or (T[k - 1] + 1 if k else 0) != p or bad[k]:
+                p = pos + hdr + asz
+                k = kpos + count(1, pos, p)
+                # (an index past the tokens raises IndexError: the general walk decides)
+                if T[k - 1] + 1 != p or bad[k]:
                     return pos
                 nb = Vm[k]
-                width = 4 if v >= 2 else 3
-                if nb * (width + (1 if feat else 0)) > n - T[k] - 1:
+                if nb * (width + 1 if feat else width) > n - T[k] - 1:
                     return pos
                 k += 1
                 k0 = k
-                if feat:
-                    if chain is None:
-                        chain = self.chain()
-                    for _b in range(nb):
-                        k = chain[k]
+                if feat:  # blocks are [id, offset, n, n x callsite, size, md]
+                    if nb & 1:
+                        k += 5 + Vm[k + 2]
+                    for _b in range(nb >> 1):  # two hops a turn: less loop overhead
+                        k += 5 + Vm[k + 2]
+                        k += 5 + Vm[k + 2]
                 else:
                     k += width * nb
                 if k > ntok:
@@ -236,6 +238,7 @@ class _Walker:
                 s_pos(pos)
                 s_k0(k0)
                 pos = T[k - 1] + 1
+                kpos = k
         except IndexError:
             return pos
         finally:
@@ -309,9 +312,8 @@ class _Walker:
             self.r_nblk.append(nb)
             if eff:
                 self.r_run.append((k, -1))
-                nx = self.chain()
                 for _b in range(nb):
-                    k = nx[k]
+                    k += 5 + Vm[k + 2]
             else:
                 self.r_run.append((k, width))
                 k += width * nb
@@ -369,12 +371,11 @@ class _Walker:
             cs1 = 1 if cs_on else 0
             pos = T[k - 1] + 1
             if not hash_on:
-                # callsites only: still pure tokens; hop block to block through the
-                # precomputed chain (the block starts are recovered vectorized later)
+                # callsites only: still pure tokens; hop block to block by their
+                # callsite counts (the block starts are recovered vectorized later)
                 self.r_run[-1] = (k, -1)
-                nx = self.chain()
                 for _b in range(nb):
-                    k = nx[k]
+                    k += 5 + Vm[k + 2]
                 if k > ntok:
                     raise _Stop
                 pos = T[k - 1] + 1
@@ -427,15 +428,16 @@ def _seg_cumsum(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """Inclusive cumulative sums restarting at each ``ptr`` boundary, computed in place
     in ``values`` (uint64; wraps modulo 2**64 like one running sum would).
 
-    Each segment's first value is lowered by the total of everything before it, so one
-    plain cumsum restarts at every boundary (no block-sized temporaries)."""
-    if not len(values):
-        return values
+    Each segment's first value is lowered by the running sum reached just before it
+    (the previous segment's total), so one plain cumsum restarts at every boundary (no
+    block-sized temporaries)."""
     starts = ptr[:-1][np.diff(ptr) > 0]
+    if not len(starts):
+        return values
     totals = np.add.reduceat(values, starts)
-    before = np.cumsum(totals)
-    before -= totals
-    values[starts] -= before
+    first = int(starts[0])
+    values[first] -= values[:first].sum(dtype=np.uint64)
+    values[starts[1:]] -= totals[:-1]
     np.cumsum(values, out=values)
     return values
 
@@ -657,18 +659,17 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     is_chain = run[:, 1] < 0
     if is_chain.any():
         cr = np.flatnonzero(is_chain & (r_nblk > 0))
-        nx = w._chain_np
-        cur = run[cr, 0].astype(nx.dtype)
+        cur = run[cr, 0]
         base = m.range_block_ptr[cr].copy()
         left = r_nblk[cr].copy()
-        last = len(nx) - 1
-        while len(cur):
+        last = len(V) - 1
+        while len(cur):  # one hop for every callsite range at once (the walk checked them)
             ks[base] = cur
             left -= 1
             keep = left > 0
             if not keep.all():
                 cur, base, left = cur[keep], base[keep], left[keep]
-            cur = nx[np.minimum(cur, last)]
+            cur = cur + 5 + V[np.minimum(cur + 2, last)].astype(np.int64)
             base += 1
     hpos = None
     if w.x_ks:
@@ -687,8 +688,12 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     ncs_full = np.zeros(B, np.int64)
     cs_idx = np.zeros(0, np.int64)
     if f_cs.any():
-        cs_idx = np.flatnonzero(np.repeat(f_cs, blocks_per_func))
-        ncs_tok = off_t[cs_idx] + 1
+        # every block has a callsite list in a clang-22 map: plain slices then, not
+        # fancy indexing (each pass over a million blocks costs tens of ms otherwise)
+        every = bool(f_cs.all())
+        cs_idx = np.arange(B) if every else np.flatnonzero(np.repeat(f_cs, blocks_per_func))
+        sel = slice(None) if every else cs_idx
+        ncs_tok = off_t[sel] + 1
         ncs_c = V[ncs_tok].astype(np.int64)
         bad_ncs = (ncs_c > U32) if wide else np.zeros(len(cs_idx), "?")
         if any_bad_tok:
@@ -696,8 +701,8 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
         if bad_ncs.any():
             bad_blocks.append(cs_idx[bad_ncs])
             ncs_c[bad_ncs] = 0
-        ncs_full[cs_idx] = ncs_c
-        size_t[cs_idx] += 1 + ncs_c
+        ncs_full[sel] = ncs_c
+        size_t[sel] += 1 + ncs_c
     md_t = size_t + 1
     raw_off = V[off_t]
     raw_size = V[size_t]

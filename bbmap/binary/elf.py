@@ -401,8 +401,10 @@ class Binary:
         table = self.symbol_tables[0] if self.symbol_tables else None
         names = name_functions(out.func_address, secs, table,
                                relocatable=self.is_relocatable)
-        out.func_name = [n if n is not None else old
-                         for n, old in zip(names, out.func_name or [None] * len(names))]
+        if None in names:  # keep what the decoder named (label symbols) where none is
+            names = [n if n is not None else old
+                     for n, old in zip(names, out.func_name or [None] * len(names))]
+        out.func_name = names
         return out
 
     def _fill_range_sections(self, m: BlockMap) -> None:

@@ -54,6 +54,9 @@ class SymbolTable:
         ends = nuls[np.minimum(np.searchsorted(nuls, starts), len(nuls) - 1)] \
             if len(nuls) else np.full(len(starts), len(st))
         ends = np.where(ends >= starts, ends, len(st))
+        if st.isascii():  # byte offsets are character offsets: slice one decoded str
+            text = st.decode("ascii")
+            return [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
         return [st[a:b].decode("utf-8", "replace")
                 for a, b in zip(starts.tolist(), ends.tolist())]
 
@@ -156,6 +159,8 @@ def name_functions(addresses: np.ndarray, sections: np.ndarray, table: SymbolTab
     # linked images: the first candidate (globals first, then table order) wins
     firsts = cand[lo[hit]]
     names = table.names_at(firsts)
+    if len(names) == len(out):  # every function named (the usual case): no scatter
+        return names
     for f, n in zip(np.flatnonzero(hit).tolist(), names):
         out[f] = n
     return out
