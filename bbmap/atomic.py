@@ -1,5 +1,8 @@
 """Write outputs atomically: a reader sees the old file or the whole new one.
 
+(Atomic for readers, not a durability promise: the data is not fsync'ed before the
+rename, so after a power loss the file may be empty, as after any unsynced write.)
+
 A regular file (or a symlink to one: the link is kept, its target replaced) is written
 to a temporary file beside it and renamed over it.  What cannot be renamed over -- a
 device, a FIFO, a terminal, ``/dev/stdout`` -- is written through in place.  Every
@@ -72,7 +75,8 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         with os.fdopen(fd, mode, encoding=enc, errors=errors) as fh:
             yield fh
             fh.flush()
-            os.fsync(fh.fileno())
+        # no fsync: the rename is what readers see atomically; forcing a few hundred MB of
+        # JSON to disk before returning would cost more than producing it
         os.replace(tmp, real)
     except BaseException as e:
         with contextlib.suppress(OSError):
