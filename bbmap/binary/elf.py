@@ -211,8 +211,12 @@ class Binary:
         for h in holders:
             try:
                 for note in h.iter_notes():
-                    if note["n_type"] == "NT_GNU_BUILD_ID":
-                        return note["n_desc"]
+                    # only GNU's note is a build-id (pyelftools names type 3 so only for
+                    # owner "GNU"; a damaged owner leaves raw bytes: not a build-id)
+                    desc = note["n_desc"]
+                    if (note["n_type"] == "NT_GNU_BUILD_ID" and note["n_name"] == "GNU"
+                            and isinstance(desc, str)):
+                        return desc
             except (ELFError, struct.error, UnicodeDecodeError, ValueError):
                 continue
         return None

@@ -8,12 +8,12 @@ from typing import IO
 import click
 
 from bbmap.atomic import atomic_open
-from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main
+from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main, refuse_output_over_input
 from bbmap.dump import iter_text, write_json, write_overlapped
 
 
 @main.command("dump")
-@click.argument("binary", type=click.Path(dir_okay=False))
+@click.argument("binary")
 @click.option("--json", "as_json", is_flag=True, help="JSON (shape: spec/dump-json.md).")
 @click.option("--no-demangle", is_flag=True, help="Show raw (mangled) symbol names.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
@@ -28,6 +28,7 @@ def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
     """Decode every basic-block address map in BINARY (map sections, .bb_info, labels)."""
     from bbmap.binary import load_binary
 
+    refuse_output_over_input(output, (binary,))
     b = load_binary(binary, demangle=not no_demangle, debug_dirs=debug_dirs, decoder=decoder)
 
     def emit(fh: IO[bytes]) -> None:
@@ -51,4 +52,9 @@ def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
     problems = [d for d in b.diagnostics if d.severity == "error"]
     for d in problems:
         click.echo(f"bbmap: error: {d}", err=True)
+    if b.block_map.num_functions == 0 and not problems:
+        click.echo(f"bbmap: warning: {binary} has no basic-block address map (no "
+                   "SHT_LLVM_BB_ADDR_MAP section, .bb_info or LLVM 11 label symbols); "
+                   "clang >= 19 emits one with -fbasic-block-address-map, clang 12-18 with "
+                   "-fbasic-block-sections=labels", err=True)
     sys.exit(EXIT_PROBLEMS if problems else EXIT_OK)
