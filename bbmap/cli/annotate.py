@@ -7,8 +7,13 @@ from typing import Any
 
 import click
 
-from bbmap.cli import EXIT_PROBLEMS, guarded, main
-from bbmap.cli.profile_args import annotate_kwargs, profile_options, split_inputs
+from bbmap.cli import guarded, main
+from bbmap.cli.profile_args import (
+    annotate_kwargs,
+    exit_if_failed,
+    profile_options,
+    split_inputs,
+)
 
 FORMATS = ("text", "json", "csv", "propeller", "symorder")
 
@@ -49,13 +54,7 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int
         write_atomic(output, text)
     else:
         click.echo(text, nl=False)
-    if result.failed:
-        errors = [d for d in result.warnings if d.severity == "error"]
-        for d in errors:
-            click.echo(f"bbmap: error: {d}", err=True)
-        if not errors:
-            click.echo("bbmap: error: nothing could be put in a block", err=True)
-        sys.exit(EXIT_PROBLEMS)
+    exit_if_failed(result)
 
 
 def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool  # noqa: ANN001

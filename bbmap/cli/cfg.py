@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from typing import Any
 
 import click
 
-from bbmap.cli import EXIT_PROBLEMS, guarded, main
-from bbmap.cli.profile_args import annotate_kwargs, profile_options, split_inputs
+from bbmap.cli import guarded, main
+from bbmap.cli.profile_args import (
+    annotate_kwargs,
+    exit_if_failed,
+    profile_options,
+    split_inputs,
+)
 from bbmap.errors import BBMapError, UsageError
 
 FORMATS = ("svg", "dot")
@@ -56,13 +60,7 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
         from bbmap.outputs.svg import render_svg
         text = render_svg(result, keys, top=top, heat=heat, range_labels=labels)
     write_atomic(output, text)
-    if result.failed:
-        errors = [d for d in result.warnings if d.severity == "error"]
-        for d in errors:
-            click.echo(f"bbmap: error: {d}", err=True)
-        if not errors:
-            click.echo("bbmap: error: nothing could be put in a block", err=True)
-        sys.exit(EXIT_PROBLEMS)
+    exit_if_failed(result)
 
 
 def find_functions(result, names: tuple[str, ...] | list[str], binary: str  # noqa: ANN001

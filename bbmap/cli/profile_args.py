@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from bbmap.cli import refuse_output_over_input
+from bbmap.cli import EXIT_PROBLEMS, refuse_output_over_input
 from bbmap.errors import UsageError
 
 DUPLICATE_LBR = {"auto": None, "drop": True, "keep": False}  # --duplicate-lbr -> API value
@@ -51,6 +52,19 @@ def split_inputs(inputs: tuple[str, ...], output: str | None, example: str
         raise UsageError(f"{binary} is perf data, but the last argument must be the binary "
                          f"({example})")
     return perf_paths, binary
+
+
+def exit_if_failed(result: Any) -> None:
+    """After the output is written: exit 1 with the reasons when it would be wrong or empty
+    (an ``AnnotateResult`` whose ``failed`` is set)."""
+    if not result.failed:
+        return
+    errors = [d for d in result.warnings if d.severity == "error"]
+    for d in errors:
+        click.echo(f"bbmap: error: {d}", err=True)
+    if not errors:
+        click.echo("bbmap: error: nothing could be put in a block", err=True)
+    sys.exit(EXIT_PROBLEMS)
 
 
 def _is_perf_data(path: str) -> bool:
