@@ -47,9 +47,7 @@ class FunctionTable:
             names = symbols.names
             display = symbols.display if (demangle and len(symbols.display) == nsym) else names
             addrs = symbols.address.tolist()
-            first: dict[tuple[int, int], int] = {}
-            alias = [first.setdefault(k, i) for i, k in
-                     enumerate(zip(addrs, symbols.size.tolist()))]
+            alias = _first_of_pair(symbols.address, symbols.size).tolist()
             raw = [parent_name(n) if "." in n else n for n in names]
             # one key per parent name, in address order (symbols are sorted by address, so
             # the first symbol of a key holds its lowest address)
@@ -120,6 +118,20 @@ class FunctionTable:
         if fb.any():
             k[fb] = self.key_of_bmfunc[bmfunc[fb]]
         return k
+
+
+def _first_of_pair(addr: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Per symbol, the index of the first symbol with the same (address, size): aliases
+    share one key.  Vectorized (a dict of 20,000 tuples cost ~17 ms)."""
+    n = len(addr)
+    pos = np.arange(n)
+    order = np.lexsort((pos, size, addr))
+    new = np.ones(n, bool)
+    oa, osz = addr[order], size[order]
+    new[1:] = (oa[1:] != oa[:-1]) | (osz[1:] != osz[:-1])
+    out = np.empty(n, np.int64)
+    out[order] = order[np.flatnonzero(new)][np.cumsum(new) - 1]
+    return out
 
 
 def _symbol_ends(addr: np.ndarray, size: np.ndarray, section: np.ndarray | None = None,

@@ -96,30 +96,73 @@ def demangle(name: str) -> str:
 
 def function_symbols(tables: list[SymbolTable], *, demangle_names: bool = True
                      ) -> FunctionSymbols:
-    """Sized code symbols (STT_FUNC/IFUNC and ``.cold``/``.__part.N`` parts), by address."""
-    rows: dict[tuple[int, str], tuple[int, int, bool]] = {}
+    """Sized code symbols (STT_FUNC/IFUNC and ``.cold``/``.__part.N`` parts), by address.
+
+    Deduplicated by (address, name), the first occurrence (table order, then entry order)
+    giving size, section and kind; sorted by (address, name).  Columnar: names are cut
+    from each string table at once and only symbols sharing an address are compared by
+    name, because a per-symbol decode and a sort of (address, name) tuples cost ~70 ms on
+    a 20,000-function binary.
+    """
+    addr: list[np.ndarray] = []
+    size: list[np.ndarray] = []
+    sect: list[np.ndarray] = []
+    kind: list[np.ndarray] = []
+    names: list[str] = []
     for t in tables:
         st = t.stype
         defined = (t.shndx != SHN_UNDEF) & (t.shndx < SHN_LORESERVE)
         funcs = defined & ((st == STT_FUNC) | (st == STT_GNU_IFUNC))
         maybe_part = defined & (st == STT_NOTYPE) & (t.size > 0)
-        for i in np.nonzero(funcs | maybe_part)[0].tolist():
-            name = t.name(i)
-            is_func = bool(funcs[i])
-            if not is_func and not _PART.search(name):
-                continue
-            key = (int(t.value[i]), name)
-            if key not in rows:
-                rows[key] = (int(t.size[i]), int(t.shndx[i]), is_func)
-    keys = sorted(rows)
+        idx = np.flatnonzero(funcs | maybe_part)
+        got = t.names_at(idx)
+        keep = funcs[idx]
+        for j in np.flatnonzero(~keep).tolist():  # untyped: only part symbols count
+            keep[j] = _PART.search(got[j]) is not None
+        idx = idx[keep]
+        names += got if keep.all() else [n for n, k in zip(got, keep.tolist()) if k]
+        addr.append(t.value[idx].astype("u8"))
+        size.append(t.size[idx].astype("u8"))
+        sect.append(t.shndx[idx].astype("i4"))
+        kind.append(funcs[idx])
+    a = np.concatenate(addr) if addr else np.zeros(0, "u8")
+    order = _by_address_then_name(a, names)
     fs = FunctionSymbols(
-        address=np.array([k[0] for k in keys], dtype="u8"),
-        size=np.array([rows[k][0] for k in keys], dtype="u8"),
-        section=np.array([rows[k][1] for k in keys], dtype="i4"),
-        names=[k[1] for k in keys],
-        is_func=np.array([rows[k][2] for k in keys], dtype="?"))
-    fs.display = [demangle(n) for n in fs.names] if demangle_names else list(fs.names)
+        address=a[order],
+        size=(np.concatenate(size) if size else np.zeros(0, "u8"))[order],
+        section=(np.concatenate(sect) if sect else np.zeros(0, "i4"))[order],
+        names=[names[i] for i in order.tolist()],
+        is_func=(np.concatenate(kind) if kind else np.zeros(0, "?"))[order].astype("?"))
+    fs.display = ([demangle(n) if n.startswith("_Z") else n for n in fs.names]
+                  if demangle_names else list(fs.names))
     return fs
+
+
+def _by_address_then_name(addr: np.ndarray, names: list[str]) -> np.ndarray:
+    """Indices of the first occurrence of each distinct (address, name), in that order.
+
+    Names are ranked (Python string order) only among entries sharing an address, the
+    rare case (a symbol in both ``.symtab`` and ``.dynsym``, aliases).
+    """
+    n = len(addr)
+    pos = np.arange(n)
+    by_addr = np.argsort(addr, kind="stable")
+    sa = addr[by_addr]
+    shared = np.zeros(n, bool)
+    same = sa[1:] == sa[:-1]
+    shared[1:] |= same
+    shared[:-1] |= same
+    rank = np.zeros(n, np.int64)
+    if shared.any():
+        members = by_addr[shared].tolist()
+        distinct = sorted({names[i] for i in members})
+        rank_of = dict(zip(distinct, range(len(distinct))))
+        rank[members] = [rank_of[names[i]] for i in members]
+    order = np.lexsort((pos, rank, addr))
+    first = np.ones(n, bool)
+    oa, orank = addr[order], rank[order]
+    first[1:] = (oa[1:] != oa[:-1]) | (orank[1:] != orank[:-1])
+    return order[first]
 
 
 def name_functions(addresses: np.ndarray, sections: np.ndarray, table: SymbolTable | None,
