@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bbmap.binary.symbols import symbol_array
 from bbmap.errors import Diagnostic
 from bbmap.formats.leb128 import MapFault, decode_uleb
 
@@ -184,12 +185,5 @@ def load_relocations(rel, section_data, map_size: int, *, is64: bool, address_si
 
 
 def read_symbol_columns(data: bytes, is64: bool, little: bool) -> tuple[np.ndarray, np.ndarray]:
-    end = "<" if little else ">"
-    if is64:
-        dt = np.dtype([("name", end + "u4"), ("info", "u1"), ("other", "u1"),
-                       ("shndx", end + "u2"), ("value", end + "u8"), ("size", end + "u8")])
-    else:
-        dt = np.dtype([("name", end + "u4"), ("value", end + "u4"), ("size", end + "u4"),
-                       ("info", "u1"), ("other", "u1"), ("shndx", end + "u2")])
-    arr = np.frombuffer(data[: len(data) - len(data) % dt.itemsize], dtype=dt)
+    arr = symbol_array(data, is64=is64, little=little)
     return arr["value"].astype("u8"), arr["shndx"].astype("i4")

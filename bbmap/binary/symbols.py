@@ -67,8 +67,9 @@ class SymbolTable:
         return raw.decode("utf-8", "replace")
 
 
-def read_symtab(data: bytes, strtab: bytes, *, is64: bool, little: bool,
-                section_name: str) -> SymbolTable:
+def symbol_array(data: bytes, *, is64: bool, little: bool) -> np.ndarray:
+    """A symbol table's entries (Elf32_Sym / Elf64_Sym) as one structured array, read in
+    place: a clang-sized table has hundreds of thousands of entries."""
     end = "<" if little else ">"
     if is64:
         dt = np.dtype([("name", end + "u4"), ("info", "u1"), ("other", "u1"),
@@ -76,7 +77,12 @@ def read_symtab(data: bytes, strtab: bytes, *, is64: bool, little: bool,
     else:
         dt = np.dtype([("name", end + "u4"), ("value", end + "u4"), ("size", end + "u4"),
                        ("info", "u1"), ("other", "u1"), ("shndx", end + "u2")])
-    arr = np.frombuffer(data[: len(data) - len(data) % dt.itemsize], dtype=dt)
+    return np.frombuffer(data[: len(data) - len(data) % dt.itemsize], dtype=dt)
+
+
+def read_symtab(data: bytes, strtab: bytes, *, is64: bool, little: bool,
+                section_name: str) -> SymbolTable:
+    arr = symbol_array(data, is64=is64, little=little)
     return SymbolTable(value=arr["value"].astype("u8"), size=arr["size"].astype("u8"),
                        info=arr["info"].copy(), shndx=arr["shndx"].astype("i4"),
                        name_off=arr["name"].astype("i8"), strtab=strtab,
