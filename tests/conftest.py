@@ -31,6 +31,20 @@ def load_manifest(path: Path = CORPUS / "manifest.json") -> dict:
     return json.loads(path.read_text())
 
 
+def profile_cases(kind: str) -> list[tuple[str, str, str]]:
+    """(profile name, perf.data path, binary path) of the manifest's profiles of ``kind``
+    that name one binary and exist on disk."""
+    m = load_manifest()
+    bins = {b["name"]: str(CORPUS / b["path"]) for b in m.get("binaries", [])}
+    out = []
+    for p in m.get("profiles", []):
+        if kind in p.get("kinds", []) and len(p.get("binaries", [])) == 1:
+            perf, binary = str(CORPUS / p["path"]), bins.get(p["binaries"][0], "")
+            if os.path.exists(perf) and os.path.exists(binary):
+                out.append((p["name"], perf, binary))
+    return out
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO

@@ -26,6 +26,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import profile_cases
 
 from bbmap.aggregate import annotate
 from bbmap.aggregate.lbr import K_FALLTHROUGH
@@ -38,24 +39,9 @@ EDGE_BOUND = 0.05
 
 
 def _cases() -> list[tuple[str, str, str]]:
-    path = os.path.join(ROOT, "manifest.json")
-    if not os.path.exists(path):
-        return []
-    with open(path) as fh:
-        m = json.load(fh)
-    bins = {b["name"]: os.path.join(ROOT, b["path"]) for b in m.get("binaries", [])}
-    out = []
-    for p in m.get("profiles", []):
-        if "lbr" in p.get("kinds", []) and p.get("binaries"):
-            d = os.path.dirname(os.path.join(ROOT, p["path"]))
-            out.append((p["name"], d, bins.get(p["binaries"][0], "")))
-    if not out:
-        lbr = os.path.join(ROOT, "lbr")
-        for name in sorted(os.listdir(lbr)) if os.path.isdir(lbr) else []:
-            base = name.removesuffix("-skylake").removesuffix("-lbr")
-            out.append((name, os.path.join(lbr, name), bins.get(base, "")))
-    return [c for c in out if os.path.exists(os.path.join(c[1], "exact-counts.json"))
-            and os.path.exists(c[2])]
+    """(name, profile directory, binary) of the LBR profiles kept with exact counts."""
+    return [(name, os.path.dirname(perf), binary) for name, perf, binary in profile_cases("lbr")
+            if os.path.exists(os.path.join(os.path.dirname(perf), "exact-counts.json"))]
 
 
 CASES = _cases()

@@ -5,7 +5,6 @@ overview strip, escaping of C++ names, and byte-identical output."""
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -13,6 +12,7 @@ from functools import cache
 
 import numpy as np
 import pytest
+from conftest import profile_cases
 
 from bbmap.aggregate import annotate
 from bbmap.model import MD_CAN_FALL_THROUGH, MD_HAS_RETURN
@@ -22,25 +22,8 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
 NS = "{http://www.w3.org/2000/svg}"
 
 
-def _cases(kind: str) -> list[tuple[str, str, str]]:
-    """(profile name, perf.data, binary) of manifest profiles with ``kind``."""
-    path = os.path.join(ROOT, "manifest.json")
-    if not os.path.exists(path):
-        return []
-    with open(path) as fh:
-        m = json.load(fh)
-    bins = {b["name"]: os.path.join(ROOT, b["path"]) for b in m.get("binaries", [])}
-    out = []
-    for p in m.get("profiles", []):
-        if kind in p.get("kinds", []) and len(p.get("binaries", [])) == 1:
-            perf, binary = os.path.join(ROOT, p["path"]), bins.get(p["binaries"][0], "")
-            if os.path.exists(perf) and os.path.exists(binary):
-                out.append((p["name"], perf, binary))
-    return out
-
-
-LBR = _cases("lbr")
-PLAIN = _cases("plain")
+LBR = profile_cases("lbr")
+PLAIN = profile_cases("plain")
 EH = [c for c in PLAIN if "eh" in c[0]]
 CASES = LBR[:3] + [c for c in PLAIN if c[0] == "demo-plain" or c in EH][:3]
 needs_corpus = pytest.mark.skipif(not CASES, reason="corpus profiles not built")

@@ -13,29 +13,10 @@ import os
 import stat
 
 import pytest
-from click.testing import CliRunner
+from test_qa_inputs import BIN, PROF, cli, have_corpus, one_error_line
 
 from bbmap.atomic import write_atomic
-from bbmap.cli import main
 from bbmap.errors import BBMapError
-
-ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
-PROF = os.path.join(ROOT, "profiles", "c22-addrmap-pie-plain", "perf.data")
-BIN = os.path.join(ROOT, "bin", "clang-22", "addrmap", "layout.pie")
-have_corpus = pytest.mark.skipif(not (os.path.exists(PROF) and os.path.exists(BIN)),
-                                 reason="corpus not built")
-
-
-def cli(*args):
-    r = CliRunner().invoke(main, list(args))
-    return r.exit_code, r.output
-
-
-def one_error_line(out: str) -> str:
-    lines = [ln for ln in out.splitlines() if ln.startswith("bbmap: error:")]
-    assert len(lines) == 1, out
-    assert "Traceback" not in out and "internal error" not in out, out
-    return lines[0]
 
 
 # --------------------------------------------------------------------------- atomic writer
