@@ -275,13 +275,16 @@ class ProfileMappings:
 
         ev = Evidence(binary_path=str(binary.path), binary_build_id=binary.build_id,
                       huge_page_runs=runs)
+        every_id: list[tuple[str, str]] = []  # a path can hold several builds over a run
         for e in build_ids:
             ev.build_ids_seen.setdefault(e.filename, e.build_id)
+            every_id.append((e.filename, e.build_id))
         for m in mmaps:
             ev.dso_names_seen[m.filename] += 1
             if m.build_id:
                 ev.build_ids_seen.setdefault(m.filename, m.build_id)
-        is_binary = _matcher(binary, ev, name_override)
+                every_id.append((m.filename, m.build_id))
+        is_binary = _matcher(binary, ev, name_override, every_id)
 
         dso_ids: dict[str, int] = {}
         dso_names: list[str] = []
@@ -513,13 +516,16 @@ def _part(m: Mapping, lo: int, hi: int, key: tuple[int, int], pid: int | None = 
                    base=m.base, deduced=m.deduced)
 
 
-def _matcher(binary: Any, ev: Evidence, name_override: str | None):
-    """Decide, per mmap, whether it is the binary; fills ``ev.matched_by``."""
+def _matcher(binary: Any, ev: Evidence, name_override: str | None,
+             every_id: Sequence[tuple[str, str]] = ()):
+    """Decide, per mmap, whether it is the binary; fills ``ev.matched_by``.
+    ``every_id``: every (filename, build-id) of the profile, not only the first per name."""
     path = os.path.abspath(str(binary.path))
     real = os.path.realpath(path)
     base = os.path.basename(path)
     bid = binary.build_id
-    bid_names = {n for n, b in ev.build_ids_seen.items() if build_ids_match(b, bid)}
+    bid_names = {n for n, b in (*ev.build_ids_seen.items(), *every_id)
+                 if build_ids_match(b, bid)}
     ev.build_id_found = bool(bid_names)
     names = set(ev.dso_names_seen) | set(ev.build_ids_seen)
     ev.basename_found = any(os.path.basename(n) == base for n in names)

@@ -131,6 +131,7 @@ class BranchAggregator:
         self.drop_duplicate_newest = drop_duplicate_newest  # None: detect per batch
         self.quirk_batches = 0  # batches in which the duplicated-newest quirk was seen
         self.quirk_evidence: tuple[float, float, int] | None = None  # (p0, p_deeper, n)
+        # of the last batch judged to have the quirk
         self._last_quirk = False
         B = geom.num_blocks
         self._cover = np.zeros(B + 1, np.int64)  # difference array of block coverage
@@ -160,7 +161,8 @@ class BranchAggregator:
             if evidence is None:
                 quirk = self._last_quirk  # too few stacks to tell: as the last batch
             else:
-                self.quirk_evidence = evidence
+                if quirk:  # the warning shows the evidence of a batch that had the quirk
+                    self.quirk_evidence = evidence
                 self._last_quirk = quirk
             self.quirk_batches += int(quirk)
             drop = quirk
