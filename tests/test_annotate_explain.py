@@ -56,3 +56,18 @@ def test_each_reason_names_its_evidence():
     assert s == "partial" and "10 of 100" in m[0].message
     s, m = diagnose(acct(in_block=100), ev(binary_mmaps=1))
     assert s == "ok" and not m
+
+
+def test_lbr_in_blocks_is_a_result_even_when_no_ip_sample_is():
+    """Every IP sample interrupted the kernel, but the branch stacks are user code: the
+    block counts come from LBR, so this is partial with a warning, not nothing_mapped."""
+    a = acct(kernel=9)
+    a.total_branches = 40
+    a.branches[0] = 30  # in_block
+    a.branches[4] = 10  # kernel
+    s, m = diagnose(a, ev())
+    assert s == "partial"
+    assert all(d.severity == "warning" for d in m)
+    assert any("come from the 30 LBR records" in d.message for d in m)
+    a.branches[0], a.branches[4] = 0, 40  # no record in a block: IP verdicts stand
+    assert diagnose(a, ev())[0] == "nothing_mapped"

@@ -107,7 +107,15 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
         err("the profile has no samples")
         return STATUS_NOTHING, out
 
-    if total and int(acct.samples[KERNEL]) == total:
+    # LBR records in blocks are a result even when no IP sample is (e.g. every sample
+    # interrupted the kernel): then the IP-only verdicts below are warnings, not failures
+    lbr_used = int(acct.branches[IN_BLOCK]) if acct.total_branches else 0
+    if lbr_used and in_block == 0 and total:
+        warn(f"none of the {total} IP samples is in a basic block of {name} (kernel "
+             f"{int(acct.samples[KERNEL])}, other DSOs {int(acct.samples[OTHER_DSO])}); "
+             f"the block counts come from the {lbr_used} LBR records that are")
+
+    if total and int(acct.samples[KERNEL]) == total and not lbr_used:
         err(f"all {total} samples are kernel samples: nothing ran in user space while "
             "recording; record user code, e.g. 'perf record -e cpu-clock:u -- ./prog'")
         return STATUS_NOTHING, out
@@ -116,7 +124,7 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
     mismatched = [(f, b) for f, b in ev.profile_build_ids
                   if os.path.basename(f) in names and ev.binary_build_id
                   and not build_ids_match(b, ev.binary_build_id)]
-    if mismatched and in_binary == 0:
+    if mismatched and in_binary == 0 and not lbr_used:
         f, b = mismatched[0]
         err(f"build-id mismatch: the profile recorded {f} with build-id {b}, but "
             f"{ev.binary} has build-id {ev.binary_build_id}; profile the same build "
@@ -134,13 +142,13 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
              f"{b} the profile recorded for {f}; samples were mapped by name")
 
     other_pid = int(acct.samples[OTHER_PID])
-    if in_binary == 0 and ev.pid is not None and other_pid:
+    if in_binary == 0 and ev.pid is not None and other_pid and not lbr_used:
         pids = "; ".join(ev.mapping_notes) or f"drop --pid to see the pids that map {name}"
         err(f"--pid {ev.pid} leaves nothing: no sample of pid {ev.pid} is in {name}, and "
             f"{other_pid} samples of other processes were excluded ({pids})")
         return STATUS_NOTHING, out
 
-    if in_binary == 0 and ev.binary_mmaps == 0:
+    if in_binary == 0 and ev.binary_mmaps == 0 and not lbr_used:
         seen = _top(acct.dso_samples) if acct.dso_samples else "none"
         hint = (f"pass --name with the mapped file's name if {name} was renamed"
                 if not ev.name_override else f"--name {ev.name_override} matched nothing")
@@ -158,12 +166,12 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
             f"{flag_advice(ev.producer)}")
         return STATUS_NOTHING, out
 
-    if in_binary == 0:
+    if in_binary == 0 and not lbr_used:
         err(f"none of the {total} samples landed in {name} (other DSOs: "
             f"{_top(acct.dso_samples) or 'none'}; kernel {int(acct.samples[KERNEL])})")
         return STATUS_NOTHING, out
 
-    if in_block == 0 and int(acct.samples[IN_FUNCTION_NO_BLOCK]) == 0:
+    if in_block == 0 and int(acct.samples[IN_FUNCTION_NO_BLOCK]) == 0 and not lbr_used:
         why = ("the build-id mismatch says this is not the binary that was profiled"
                if mismatched else "the mapping of the binary is probably wrong (is this "
                "the build that was profiled?)")
@@ -171,7 +179,7 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
             f"(PLT, stubs, gaps), none in a basic block: {why}")
         return STATUS_NOTHING, out
 
-    if in_block == 0:
+    if in_block == 0 and not lbr_used:
         nb = int(acct.samples[IN_FUNCTION_NO_BLOCK])
         fns = _top(dict(ev.hot_no_block)) if ev.hot_no_block else "none"
         err(f"{in_binary} samples landed in {name} but none in a basic block "
@@ -179,7 +187,7 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
             f"those functions need {flag_advice(ev.producer).replace('rebuild with ', '')}")
         return STATUS_NOTHING, out
 
-    status = STATUS_PARTIAL if mismatched else STATUS_OK
+    status = STATUS_PARTIAL if mismatched or (lbr_used and in_block == 0) else STATUS_OK
     nb = int(acct.samples[IN_FUNCTION_NO_BLOCK])
     if nb and nb * 10 >= in_binary:
         fns = _top(dict(ev.hot_no_block)) if ev.hot_no_block else ""
