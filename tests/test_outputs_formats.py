@@ -76,3 +76,21 @@ def test_ip_only_cluster_keeps_layout_order():
     res = a.result(binary="t", build_id=None, profiles=[])
     body = [ln for ln in render_propeller(res).splitlines() if not ln.startswith("#")]
     assert body == ["v1", "f beta", "c 0 3"]  # entry + hot id 3; ids 1, 2 cold
+
+
+def test_cluster_chain_adds_taken_and_fall_through_weights():
+    """0->1 runs 3 times taken and 3 times falling through (6); 0->2 runs 5 times taken.
+    The heaviest successor of 0 is 1, so the cluster is 0 1 2, not 0 2 1."""
+    import numpy as np
+
+    from bbmap.aggregate.lbr import K_BRANCH, K_FALLTHROUGH
+    from bbmap.outputs.propeller import function_clusters
+
+    res = lbr_result()
+    res.block_count = np.array([10, 6, 5, 0, 0, 0, 0], np.int64)
+    res.edge_from = np.array([0, 0, 0, 1], np.int64)
+    res.edge_to = np.array([1, 1, 2, 2], np.int64)
+    res.edge_kind = np.array([K_BRANCH, K_FALLTHROUGH, K_BRANCH, K_FALLTHROUGH], np.int64)
+    res.edge_count = np.array([3, 3, 5, 6], np.int64)
+    alpha = next(fv for fv in res.hot_functions() if fv.name == "alpha")
+    assert function_clusters(res, alpha)[0] == [0, 1, 2]

@@ -45,17 +45,18 @@ def function_clusters(result: AnnotateResult, fv: FunctionView) -> tuple[list[in
         ef, et = result.edge_from, result.edge_to
         sel = ((ef >= lo) & (ef < hi) & (et >= lo) & (et < hi)
                & np.isin(result.edge_kind, (K_BRANCH, K_FALLTHROUGH, K_OTHER)))
-        succ: dict[int, list[tuple[int, int]]] = {}
+        succ: dict[int, dict[int, int]] = {}  # a -> {b: taken + fall-through count}
         for a, b, c in zip((ef[sel] - lo).tolist(), (et[sel] - lo).tolist(),
                            result.edge_count[sel].tolist()):
-            succ.setdefault(a, []).append((c, b))
+            to = succ.setdefault(a, {})
+            to[b] = to.get(b, 0) + c
         placed = np.zeros(hi - lo, bool)
         by_heat = sorted(np.flatnonzero(hot).tolist(), key=lambda i: (-int(h[i]), i))
         cur = 0
         while True:
             order.append(cur)
             placed[cur] = True
-            nxt = [(c, b) for c, b in succ.get(cur, []) if hot[b] and not placed[b]]
+            nxt = [(c, b) for b, c in succ.get(cur, {}).items() if hot[b] and not placed[b]]
             if nxt:
                 cur = max(nxt, key=lambda cb: (cb[0], -cb[1]))[1]
                 continue
