@@ -31,6 +31,28 @@ def load_manifest(path: Path = CORPUS / "manifest.json") -> dict:
     return json.loads(path.read_text())
 
 
+def corpus_binary(name: str) -> Path:
+    """The manifest binary called ``name``; skips the test when the corpus lacks it."""
+    if not (CORPUS / "manifest.json").exists():
+        pytest.skip("corpus not built")
+    for b in load_manifest().get("binaries", []):
+        if b["name"] == name and (CORPUS / b["path"]).exists():
+            return CORPUS / b["path"]
+    pytest.skip(f"corpus binary {name} absent")
+
+
+def all_corpus_binaries() -> list:
+    """Every binary of both manifests (compiled and hand-made), as pytest params by name."""
+    out = []
+    for manifest in (CORPUS / "manifest.json", CORPUS / "handmade" / "manifest.json"):
+        try:
+            entries = json.loads(manifest.read_text())["binaries"]
+        except (OSError, ValueError, KeyError):
+            continue
+        out.extend(pytest.param(manifest.parent / e["path"], id=e["name"]) for e in entries)
+    return out
+
+
 def profile_cases(kind: str) -> list[tuple[str, str, str]]:
     """(profile name, perf.data path, binary path) of the manifest's profiles of ``kind``
     that name one binary and exist on disk."""

@@ -4,7 +4,6 @@ object leaves the other sections decoded."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from unittest.mock import patch
@@ -12,6 +11,7 @@ from unittest.mock import patch
 import hypothesis.strategies as st
 import numpy as np
 import pytest
+from conftest import all_corpus_binaries
 from hypothesis import HealthCheck, given, settings
 from test_formats_roundtrip import _encode, _input, function, section
 
@@ -23,19 +23,7 @@ from bbmap.model import BlockMap
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 
 
-def _binaries():
-    out = []
-    for manifest in (CORPUS / "manifest.json", CORPUS / "handmade" / "manifest.json"):
-        try:
-            entries = json.loads(manifest.read_text())["binaries"]
-        except (OSError, ValueError, KeyError):
-            continue
-        for e in entries:
-            out.append(pytest.param(manifest.parent / e["path"], id=e["name"]))
-    return out
-
-
-@pytest.mark.parametrize("path", _binaries())
+@pytest.mark.parametrize("path", all_corpus_binaries())
 def test_fast_equals_reference_on_real_maps(path):
     if not path.exists():
         pytest.skip("not built")
@@ -48,7 +36,7 @@ def test_fast_equals_reference_on_real_maps(path):
         assert [str(d) for d in rd] == [str(d) for d in fd]
 
 
-@pytest.mark.parametrize("path", _binaries())
+@pytest.mark.parametrize("path", all_corpus_binaries())
 def test_batched_sections_equal_one_by_one(path):
     if not path.exists():
         pytest.skip("not built")

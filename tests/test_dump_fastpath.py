@@ -21,6 +21,7 @@ from pathlib import Path
 import hypothesis.strategies as st
 import numpy as np
 import pytest
+from conftest import all_corpus_binaries
 from hypothesis import HealthCheck, given, settings
 from test_formats_roundtrip import function
 
@@ -355,19 +356,7 @@ def _reference(b: Binary) -> bytes:
     return b"".join(reference_iter_json(b))
 
 
-def _corpus_binaries():
-    out = []
-    for manifest in (CORPUS / "manifest.json", CORPUS / "handmade" / "manifest.json"):
-        try:
-            entries = json.loads(manifest.read_text())["binaries"]
-        except (OSError, ValueError, KeyError):
-            continue
-        for e in entries:
-            out.append(pytest.param(manifest.parent / e["path"], id=e["name"]))
-    return out
-
-
-@pytest.mark.parametrize("path", _corpus_binaries())
+@pytest.mark.parametrize("path", all_corpus_binaries())
 @pytest.mark.parametrize("demangle", [True, False])
 def test_same_bytes_as_previous_renderer_on_corpus(path, demangle):
     if not path.exists():

@@ -8,10 +8,10 @@ is chosen from the real binary's disassembly so that only the intended rule brea
 from __future__ import annotations
 
 import filecmp
-import json
 from pathlib import Path
 
 import pytest
+from conftest import corpus_binary
 
 from bbmap.binary import load_binary
 from bbmap.model import MD_CAN_FALL_THROUGH as FT
@@ -25,16 +25,6 @@ from bbmap.verify.checks import last_instructions
 from bbmap.verify.context import VerifyContext
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-
-
-def corpus_bin(name: str) -> Path:
-    man = CORPUS / "manifest.json"
-    if not man.exists():
-        pytest.skip("corpus not built")
-    for b in json.loads(man.read_text())["binaries"]:
-        if b["name"] == name and (CORPUS / b["path"]).exists():
-            return CORPUS / b["path"]
-    pytest.skip(f"corpus binary {name} absent")
 
 
 def survey(path: Path) -> list[dict]:
@@ -84,7 +74,7 @@ def expect_only(path: Path, check: str, func: str | None, block: int | None) -> 
 
 
 def test_identity_rewrite_is_byte_exact(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     out = tmp_path / "same.pie"
     mutate.rewrite_map(src, out, lambda recs: None)
     assert filecmp.cmp(src, out, shallow=False)
@@ -99,7 +89,7 @@ def _pick(rows, pred):
 
 
 def test_md_return(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     r = _pick(survey(src), lambda r: r["md"] == FT and r["kind"] in (D.OTHER, D.JCC))
     out = tmp_path / "m.pie"
     mutate.rewrite_map(src, out, edit_block(r["func"], r["id"], md=FT | RET))
@@ -107,7 +97,7 @@ def test_md_return(tmp_path):
 
 
 def test_md_return_converse(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     r = _pick(survey(src), lambda r: r["md"] == RET and r["kind"] == D.RET)
     out = tmp_path / "m.pie"
     mutate.rewrite_map(src, out, edit_block(r["func"], r["id"], md=0))
@@ -115,7 +105,7 @@ def test_md_return_converse(tmp_path):
 
 
 def test_md_tail_call(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     r = _pick(survey(src), lambda r: r["md"] == RET and r["kind"] == D.RET)
     out = tmp_path / "m.pie"
     mutate.rewrite_map(src, out, edit_block(r["func"], r["id"], md=RET | TC))
@@ -123,7 +113,7 @@ def test_md_tail_call(tmp_path):
 
 
 def test_md_tail_call_inside_function(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     rows = survey(src)
     r = _pick(rows, lambda r: r["md"] == 0 and r["kind"] == D.JMP)
     out = tmp_path / "m.pie"
@@ -133,7 +123,7 @@ def test_md_tail_call_inside_function(tmp_path):
 
 
 def test_md_indirect_branch(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     r = _pick(survey(src), lambda r: r["md"] == RET and r["kind"] == D.RET)
     out = tmp_path / "m.pie"
     mutate.rewrite_map(src, out, edit_block(r["func"], r["id"], md=RET | IND))
@@ -141,7 +131,7 @@ def test_md_indirect_branch(tmp_path):
 
 
 def test_md_fallthrough(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     r = _pick(survey(src), lambda r: r["md"] == FT and r["kind"] == D.JCC)
     out = tmp_path / "m.pie"
     mutate.rewrite_map(src, out, edit_block(r["func"], r["id"], md=0))
@@ -149,7 +139,7 @@ def test_md_fallthrough(tmp_path):
 
 
 def test_block_ids_unique(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     rows = survey(src)
     r = _pick(rows, lambda r: r["id"] != 0 and r["func"] == rows[r["b"] - 1]["func"])
     prev = rows[r["b"] - 1]
@@ -159,7 +149,7 @@ def test_block_ids_unique(tmp_path):
 
 
 def test_block_hash(tmp_path):
-    src = corpus_bin("c22-bbhash-pie")
+    src = corpus_binary("c22-bbhash-pie")
     r = _pick(survey(src), lambda r: r["hash"] != 0)
     out = tmp_path / "m.pie"
     mutate.rewrite_map(src, out, edit_block(r["func"], r["id"], hash=0))
@@ -167,7 +157,7 @@ def test_block_hash(tmp_path):
 
 
 def test_pgo_successor_unknown_id(tmp_path):
-    src = corpus_bin("c22-pgomap-prof-pie")
+    src = corpus_binary("c22-pgomap-prof-pie")
     r = _pick(survey(src), lambda r: len(r["succ"]) >= 1)
     out = tmp_path / "m.pie"
     bad = ((9999, r["succ"][0][1], r["succ"][0][2]),) + tuple(r["succ"][1:])
@@ -177,7 +167,7 @@ def test_pgo_successor_unknown_id(tmp_path):
 
 
 def test_pgo_probabilities_over_one(tmp_path):
-    src = corpus_bin("c22-pgomap-prof-pie")
+    src = corpus_binary("c22-pgomap-prof-pie")
     r = _pick(survey(src), lambda r: len(r["succ"]) >= 2)
     out = tmp_path / "m.pie"
     bad = tuple((s[0], 1 << 31, s[2]) for s in r["succ"])
@@ -186,7 +176,7 @@ def test_pgo_probabilities_over_one(tmp_path):
 
 
 def test_callsite_offsets(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     r = _pick(survey(src), lambda r: r["cs"] and r["cs"][0] > 1)
     out = tmp_path / "m.pie"
     cs = (r["cs"][0] - 1,) + tuple(r["cs"][1:])
@@ -200,7 +190,7 @@ def _adjacent(rows, i, j):
 
 def test_instruction_boundaries(tmp_path):
     """Move the boundary between two blocks one byte into an instruction."""
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     rows = survey(src)
     r = _pick(rows[:-1], lambda r: r["md"] == FT and _adjacent(rows, r["b"], r["b"] + 1)
               and rows[r["b"] + 1]["first_kind"] not in (D.RET,)
@@ -225,7 +215,7 @@ def test_instruction_boundaries(tmp_path):
 
 def test_coverage_gap_inside_function(tmp_path):
     """Start a block one instruction late: that instruction is in no block."""
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     rows = survey(src)
     r = _pick(rows[1:], lambda r: r["ninsn"] >= 2 and not r["cs"] and r["first_kind"]
               not in (D.NOP, D.TRAP) and _adjacent(rows, r["b"] - 1, r["b"]))
@@ -243,7 +233,7 @@ def test_coverage_gap_inside_function(tmp_path):
 
 def test_block_order_v0(tmp_path):
     """Version 0 offsets are absolute, so two blocks can be listed out of order."""
-    src = corpus_bin("c14-labels-pie")
+    src = corpus_binary("c14-labels-pie")
     rows = survey(src)
     r = _pick(rows[:-1], lambda r: r["size"] > 0 and rows[r["b"] + 1]["size"] > 0
               and rows[r["b"] + 1]["range"] == r["range"])
@@ -259,7 +249,7 @@ def test_block_order_v0(tmp_path):
 
 
 def test_block_bounds_symbol_size(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     b = load_binary(src)
     syms = b.symbols
     name = "lay_scan"
@@ -272,7 +262,7 @@ def test_block_bounds_symbol_size(tmp_path):
 
 
 def test_function_symbol_moved(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     b = load_binary(src)
     name = "lay_scan"
     i = b.symbols.names.index(name)
@@ -291,7 +281,7 @@ def _part_symbol(path: Path, suffix: str) -> str:
 
 
 def test_range_parts_renamed_symbol(tmp_path):
-    src = corpus_bin("c22-list-pie")
+    src = corpus_binary("c22-list-pie")
     part = _part_symbol(src, ".cold")
     out = tmp_path / "m.pie"
     mutate.patch_symbol(src, out, part, rename=part[:-1] + "D")
@@ -299,7 +289,7 @@ def test_range_parts_renamed_symbol(tmp_path):
 
 
 def test_range_parts_missing_range(tmp_path):
-    src = corpus_bin("c22-list-pie")
+    src = corpus_binary("c22-list-pie")
     part = _part_symbol(src, ".cold")
     parent = part[: -len(".cold")]
     b = load_binary(src)
@@ -315,7 +305,7 @@ def test_range_parts_missing_range(tmp_path):
 
 
 def test_map_decodes_truncated(tmp_path):
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     out = tmp_path / "m.pie"
     mutate.rewrite_map(src, out, lambda recs: None, raw=lambda data: data + b"\x05")
     rep = verify(out)
@@ -324,7 +314,7 @@ def test_map_decodes_truncated(tmp_path):
 
 
 def test_mutation_refuses_objects():
-    src = corpus_bin("c22-addrmap-obj")
+    src = corpus_binary("c22-addrmap-obj")
     from bbmap.errors import BBMapError
 
     with pytest.raises(BBMapError, match="linked file"):
@@ -333,7 +323,7 @@ def test_mutation_refuses_objects():
 
 def test_mutated_file_grows_section_at_end(tmp_path):
     """A longer map is appended and the section header points at it."""
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     out = tmp_path / "m.pie"
     mutate.rewrite_map(src, out, edit_block("lay_scan", 0, id=1000))
     assert out.stat().st_size > src.stat().st_size
@@ -345,7 +335,7 @@ def test_mutated_file_grows_section_at_end(tmp_path):
 
 def test_v0_without_fallthrough_bits_is_not_judged(tmp_path):
     """LLVM 12 writes version 0 without CanFallThrough: the rule is skipped, and said so."""
-    src = corpus_bin("c14-labels-pie")
+    src = corpus_binary("c14-labels-pie")
 
     def edit(records):
         for fn in records:
@@ -361,7 +351,7 @@ def test_v0_without_fallthrough_bits_is_not_judged(tmp_path):
 
 def test_block_order_ranges_of_two_functions_overlap(tmp_path):
     """A block running into the next function: its range overlaps that function's."""
-    src = corpus_bin("c22-addrmap-pie")
+    src = corpus_binary("c22-addrmap-pie")
     rows = survey(src)
     funcs = [r["func"] for r in rows]
     first, second = funcs[0], next(f for f in funcs if f != funcs[0])

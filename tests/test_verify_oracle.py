@@ -7,7 +7,6 @@ conditional / call) must be what objdump prints.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import corpus_binary
 
 from bbmap.binary import load_binary
 from bbmap.verify import disasm as D
@@ -26,16 +26,6 @@ OBJDUMP = shutil.which("llvm-objdump-22")
 NAMES = ["c22-addrmap-pie", "c22-list-pie", "c22-eh-pie", "c19-addrmap-nopie",
          "c16-labels-pie", "c14-labels-so", "c22-addrmap-lld-pie", "c22-mfs-pie"]
 LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
-
-
-def _path(name: str) -> Path:
-    man = CORPUS / "manifest.json"
-    if not man.exists():
-        pytest.skip("corpus not built")
-    for b in json.loads(man.read_text())["binaries"]:
-        if b["name"] == name and (CORPUS / b["path"]).exists():
-            return CORPUS / b["path"]
-    pytest.skip(f"{name} absent")
 
 
 def objdump(path: Path) -> dict[int, tuple[str, str]]:
@@ -71,7 +61,7 @@ def objdump_kind(mnem: str, ops: str) -> int:
 @pytest.mark.skipif(OBJDUMP is None, reason="llvm-objdump-22 not installed")
 @pytest.mark.parametrize("name", NAMES)
 def test_sweep_matches_objdump(name):
-    path = _path(name)
+    path = corpus_binary(name)
     ref = objdump(path)
     ctx = VerifyContext(load_binary(path))
     code = ctx.code
