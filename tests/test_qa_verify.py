@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bbmap.verify.disasm import Disassembler
+from bbmap.binary.disasm import Disassembler
 
 JMP_REL32 = b"\xe9\x00\x10\x00\x00"  # jmp +0x1000
 CALL_REL32 = b"\xe8\x00\x10\x00\x00"

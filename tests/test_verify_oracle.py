@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from conftest import corpus_binary
 
+from bbmap.binary import disasm as D
 from bbmap.binary import load_binary
-from bbmap.verify import disasm as D
 from bbmap.verify.checks import last_instructions
 from bbmap.verify.context import VerifyContext
 

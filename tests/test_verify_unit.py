@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bbmap.binary import disasm as D
 from bbmap.cli import main
-from bbmap.verify import disasm as D
 from bbmap.verify import mutate
 from bbmap.verify.api import assert_valid_bb_map, select_checks, verify
 from bbmap.verify.checks import CHECKS

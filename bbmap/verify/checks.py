@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bbmap.binary import disasm as D
+from bbmap.binary.disasm import CodeTable
 from bbmap.binary.types import parent_name
 from bbmap.errors import BBMapError
 from bbmap.model import (
@@ -25,9 +27,7 @@ from bbmap.model import (
     MD_HAS_RETURN,
     MD_HAS_TAIL_CALL,
 )
-from bbmap.verify import disasm as D
 from bbmap.verify.context import Finding, VerifyContext
-from bbmap.verify.disasm import CodeTable
 
 CheckFn = Callable[[VerifyContext], Iterator[Finding]]
 PROB_ONE = 1 << 31  # BranchProbability denominator

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from bbmap.binary.disasm import OFFSET_MASK, RANGE_SHIFT, CodeTable, Decoded, Disassembler
 from bbmap.binary.types import SectionInfo, parent_name
 from bbmap.model import BlockMap
-from bbmap.verify.disasm import OFFSET_MASK, RANGE_SHIFT, CodeTable, Decoded, Disassembler
 
 
 @dataclass(frozen=True)
@@ -271,7 +271,7 @@ class VerifyContext:
 
     @cached_property
     def code(self) -> CodeTable:
-        """Instructions of every range (see :class:`~bbmap.verify.disasm.CodeTable`).
+        """Instructions of every range (see :class:`~bbmap.binary.disasm.CodeTable`).
 
         A range whose bytes are not in the file (unknown section, NOBITS, outside its
         section) is marked not decoded; the instruction checks skip its blocks.

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from sortedcontainers import SortedDict
 
+from bbmap.binary.disasm import NOP
 from bbmap.binary.types import SectionInfo
 from bbmap.errors import BBMapError
 from bbmap.verify.context import VerifyContext
-from bbmap.verify.disasm import NOP
 
 BLOCK = "block"
 NO_MAP = "function without map"
