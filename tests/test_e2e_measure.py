@@ -1,0 +1,109 @@
+"""bench/e2e/measure.py: the callgrind reader, against hand-made input and against a trace.
+
+Taken branches are the bench's second deterministic measure; they come from callgrind's
+``--collect-jumps=yes`` output.  The oracle is the execution trace of corpus/tools/lbr.py
+(every taken branch of the run, classified by its source instruction with capstone): on the
+same run of a corpus program both must count the same jumps, edge by edge.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import capstone
+import pytest
+from conftest import CORPUS, REPO, corpus_binary
+from elftools.elf.elffile import ELFFile
+
+sys.path.insert(0, str(REPO / "bench" / "e2e"))
+import measure  # noqa: E402
+
+HANDMADE = """# callgrind format
+version: 1
+positions: instr line
+events: Ir
+summary: 120
+
+ob=(1) {prog}
+fl=(1) ???
+fn=(1) f
+0x1000 0 3
++2 0 5
+jcnd=2/5 +10 0
+* 0
++10 0 2
+cob=(2) /lib/libc.so.6
+cfi=(1)
+cfn=(2) g
+calls=4 0x9000 0
+* 0 100
++4 0 1
+jump=7 -20 0
+* 0
+ob=(2)
+fn=(2)
+0x9000 0 9
+jump=1 +4 0
+* 0
+"""
+
+
+def test_parse_handmade(tmp_path):
+    prog = tmp_path / "prog"
+    prog.write_bytes(b"")
+    f = tmp_path / "callgrind.out"
+    f.write_text(HANDMADE.format(prog=prog))
+    cg = measure.parse_callgrind(f, prog, decode_calls=False)
+    assert cg.instructions == 3 + 5 + 2 + 1 + 9  # the call line's 100 is inclusive
+    assert cg.instructions_in_binary == 11
+    assert cg.per_addr == {0x1000: 3, 0x1002: 5, 0x100C: 2, 0x1010: 1}
+    assert cg.jumps == {(0x1002, 0x100C): 2, (0x1010, 0xFFC): 7}
+    assert cg.calls == {(0x100C, 0x9000): 4}
+    assert (cg.taken_in_binary, cg.taken_cond_in_binary, cg.uncond_in_binary) == (9, 2, 7)
+    assert cg.taken_total == 10  # libc's jump too
+
+
+def test_page_footprint():
+    cg = measure.CallgrindCounts(per_addr={0x1000: 90, 0x2000: 9, 0x3000: 1, 0x1004: 0})
+    assert cg.page_footprint(0.99) == 2
+    assert cg.page_footprint(1.0) == 3
+    assert cg.page_footprint(0.5) == 1
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_callgrind_jumps_equal_the_trace(tmp_path):
+    src = corpus_binary("c22-addrmap-pie")
+    binary = tmp_path / src.name
+    shutil.copy2(src, binary)
+    out = tmp_path / "lbr"
+    subprocess.run([sys.executable, str(CORPUS / "tools" / "lbr.py"), "--binary", str(binary),
+                    "--readobj", str(CORPUS / "golden" / "c22-addrmap-pie.readobj22.json"),
+                    "--rounds", "20", "--out", str(out), "--work", str(tmp_path / "w")],
+                   check=True, capture_output=True)
+    exact = json.loads((out / "exact-counts.json").read_text())
+    cg = measure.callgrind(binary, ["20"])
+    (lo, code), = measure.executable_bytes(binary)
+    cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+
+    def is_jump(a: int) -> bool:
+        ins = next(cs.disasm_lite(code[a - lo:a - lo + 16], a))
+        return ins[2].split()[-1].startswith(("j", "loop"))
+
+    # callgrind skips PLT stubs (--skip-plt=yes) and .init: compare what .text runs, which
+    # is all a layout moves
+    with open(binary, "rb") as f:
+        text = ELFFile(f).get_section_by_name(".text")
+        t0, t1 = text["sh_addr"], text["sh_addr"] + text["sh_size"]
+    want = {(int(e["from"], 16), int(e["to"], 16)): e["count"] for e in exact["edges"]
+            if t0 <= int(e["from"], 16) < t1 and is_jump(int(e["from"], 16))}
+    got = {k: v for k, v in cg.jumps.items() if t0 <= k[0] < t1}
+    for (site, target), n in cg.calls.items():  # jumps into another function
+        if t0 <= site < t1 and is_jump(site) and lo <= target < lo + len(code):
+            got[(site, target)] = got.get((site, target), 0) + n
+    assert got == want
+    assert cg.instructions_in_binary > 1_000_000
+    blocks = {int(b["address"], 16): b["count"] for b in exact["blocks"] if b["count"]}
+    assert all(cg.per_addr.get(a) == n for a, n in blocks.items())
