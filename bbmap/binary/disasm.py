@@ -300,3 +300,63 @@ try:
     _FAST = True
 except (ImportError, AttributeError):  # a capstone without these internals: slow path
     _FAST = False
+
+
+def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
+                 m: object, range_section: np.ndarray, block_start: np.ndarray,
+                 range_end: np.ndarray) -> CodeTable:
+    """Decode every range of block map ``m`` from the file bytes ``data``.
+
+    ``sections`` are the file's :class:`~bbmap.binary.types.SectionInfo`; ``range_section``
+    the section index of each range (-1 unknown), ``block_start`` each block's address and
+    ``range_end`` each range's last block end.  A range whose bytes are not in the file
+    (unknown section, NOBITS, base outside its section) is marked not decoded.  Shared by
+    ``verify`` (instruction checks) and ``bbmap.cfg`` (successors from last instructions).
+    """
+    R = m.num_ranges  # type: ignore[attr-defined]
+    range_base = m.range_base  # type: ignore[attr-defined]
+    ptr = m.range_block_ptr.tolist()  # type: ignore[attr-defined]
+    view = memoryview(data)
+    pieces: list[Decoded] = []
+    counts = np.zeros(R, dtype=np.int64)
+    decoded = np.zeros(R, dtype=bool)
+    ends = np.zeros(R, dtype=np.uint64)
+    bad: list[tuple[int, int]] = []
+    starts = block_start.tolist()
+    secs = {s.index: s for s in sections}
+    for r in range(R):
+        sec = secs.get(int(range_section[r]))
+        if sec is None or not sec.is_exec or sec.sh_type == 8:
+            continue
+        base, end = int(range_base[r]), max(int(range_end[r]), int(range_base[r]))
+        lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
+        if not lo <= base <= hi:
+            continue
+        limit = min(hi, end + 16)
+        code = view[sec.sh_offset + base - lo: sec.sh_offset + limit - lo]
+        resync = sorted(starts[ptr[r]: ptr[r + 1]])
+        got, stop, rbad = dis.sweep(code, base, min(end, limit), limit, resync)
+        pieces.extend(got)
+        counts[r] = sum(len(d.addr) for d in got)
+        decoded[r] = True
+        ends[r] = stop
+        bad.extend((r, a) for a in rbad)
+    d = Decoded.empty()
+    if pieces:
+        d = Decoded(*(np.concatenate([getattr(p, f) for p in pieces])
+                      for f in ("addr", "size", "kinds", "target")))
+    rng = np.repeat(np.arange(R, dtype=np.uint64), counts)
+    base_col = range_base.astype(np.uint64)
+    off = np.minimum(d.addr - base_col[rng.astype(np.int64)], np.uint64(OFFSET_MASK))
+    key = (rng << np.uint64(RANGE_SHIFT)) | off
+
+    def describe(j: int) -> str:
+        r = int(key[j]) >> RANGE_SHIFT
+        sec = secs[int(range_section[r])]
+        a, n = int(d.addr[j]), int(d.size[j])
+        raw = bytes(view[sec.sh_offset + a - sec.sh_addr: sec.sh_offset + a - sec.sh_addr + n])
+        return dis.describe(raw, a)
+
+    return CodeTable(key=key, start=d.addr, size=d.size, kinds=d.kinds, target=d.target,
+                     range_base=base_col, decoded=decoded, end=ends, bad=bad,
+                     describe=describe)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bbmap.binary.disasm import OFFSET_MASK, RANGE_SHIFT, CodeTable, Decoded, Disassembler
+from bbmap.binary.disasm import CodeTable, Disassembler, sweep_ranges
 from bbmap.binary.types import SectionInfo, parent_name
 from bbmap.model import BlockMap
 
@@ -276,50 +276,5 @@ class VerifyContext:
         A range whose bytes are not in the file (unknown section, NOBITS, outside its
         section) is marked not decoded; the instruction checks skip its blocks.
         """
-        m = self.m
-        R = m.num_ranges
-        dis = self.disassembler
-        pieces: list[Decoded] = []
-        counts = np.zeros(R, dtype=np.int64)
-        decoded = np.zeros(R, dtype=bool)
-        ends = np.zeros(R, dtype=np.uint64)
-        bad: list[tuple[int, int]] = []
-        starts = self.block_start.tolist()
-        ptr = m.range_block_ptr.tolist()
-        for r in range(R):
-            sec = self.section_of(int(self.range_section[r]))
-            if sec is None or not sec.is_exec or sec.sh_type == 8:
-                continue
-            base, end = self.range_extent(r)
-            lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
-            if not lo <= base <= hi:
-                continue
-            limit = min(hi, end + 16)
-            data = self.section_bytes(sec)[base - lo: limit - lo]
-            resync = sorted(starts[ptr[r]: ptr[r + 1]])
-            got, stop, rbad = dis.sweep(data, base, min(end, limit), limit, resync)
-            pieces.extend(got)
-            counts[r] = sum(len(d.addr) for d in got)
-            decoded[r] = True
-            ends[r] = stop
-            bad.extend((r, a) for a in rbad)
-        d = Decoded.empty()
-        if pieces:
-            d = Decoded(*(np.concatenate([getattr(p, f) for p in pieces])
-                          for f in ("addr", "size", "kinds", "target")))
-        rng = np.repeat(np.arange(R, dtype=np.uint64), counts)
-        base_col = m.range_base.astype(np.uint64)
-        off = np.minimum(d.addr - base_col[rng.astype(np.int64)], np.uint64(OFFSET_MASK))
-        key = (rng << np.uint64(RANGE_SHIFT)) | off
-
-        def describe(j: int) -> str:
-            r = int(key[j]) >> RANGE_SHIFT
-            sec = self.section_of(int(self.range_section[r]))
-            a, n = int(d.addr[j]), int(d.size[j])
-            assert sec is not None
-            raw = bytes(self.section_bytes(sec)[a - sec.sh_addr: a - sec.sh_addr + n])
-            return dis.describe(raw, a)
-
-        return CodeTable(key=key, start=d.addr, size=d.size, kinds=d.kinds, target=d.target,
-                         range_base=base_col, decoded=decoded, end=ends, bad=bad,
-                         describe=describe)
+        return sweep_ranges(self.disassembler, self._file, self.sections, self.m,
+                            self.range_section, self.block_start, self.range_end)

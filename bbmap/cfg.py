@@ -1,0 +1,593 @@
+"""Each function's control-flow graph, recovered from the binary and its block map.
+
+A block's successors follow from its last instruction (capstone, the sweep of
+:mod:`bbmap.binary.disasm`) and the block metadata the compiler wrote:
+
+* conditional jump: the taken target and the next block (fall-through);
+* direct ``jmp``: its target; to another function's entry it is a tail call (no successor);
+* ``ret``, a tail call (metadata ``has_tail_call``, direct or through a register), a trap
+  (``ud2``/``int3``/``hlt``): no successor;
+* an indirect ``jmp`` the metadata marks ``has_indirect_branch``: the jump table's entries
+  when clang's table layout decodes (PIC: ``lea base,[rip+T]; movsxd r,[base+i*4];
+  add r,base; jmp r``; absolute: ``jmp [i*8+T]``), its size from the ``cmp i, N`` / ``ja``
+  guard before it; otherwise the successors are unknown (``unknown_succ``);
+* anything else (a call, an ordinary instruction, an empty block) falls through to the next
+  block of the same range, unless the metadata says the block cannot fall through (a call
+  to a ``noreturn`` function, ``unreachable``).
+
+Calls anywhere in a block are listed for the call graph (direct target, or indirect).
+Where the binary carries the PGO analysis map with successor lists (``br_prob``), those
+lists are the compiler's own CFG: :func:`compare_with_pgo_map` checks the recovered one
+against them (spec/cfg.md).  Everything is columnar over the whole block map, so one
+recovery serves every function of a binary; only blocks ending in an indirect jump are
+decoded a second time (with operand details) to read their tables.
+"""
+
+from __future__ import annotations
+
+import mmap
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bbmap.binary.disasm import (
+    CALL,
+    CALL_INDIRECT,
+    JCC,
+    JMP,
+    JMP_INDIRECT,
+    RET,
+    TRAP,
+    CodeTable,
+    Disassembler,
+    sweep_ranges,
+)
+from bbmap.model import (
+    MD_CAN_FALL_THROUGH,
+    MD_HAS_INDIRECT_BRANCH,
+    MD_HAS_TAIL_CALL,
+    BlockMap,
+)
+
+# ---- successor kinds (``CFG.succ_kind``)
+S_FALLTHROUGH = 0  # the next block in layout: no branch, or the not-taken side of a jcc
+S_BRANCH = 1  # the taken side of a conditional jump
+S_JUMP = 2  # an unconditional direct jump
+S_TABLE = 3  # an entry of a decoded jump table
+S_GUESS = 4  # unknown indirect jump: a block of its function that no known edge reaches
+SUCC_KINDS = ("fallthrough", "branch", "jump", "table", "guess")
+
+# ---- how a block ends (``CFG.term``)
+T_FALLS = 0  # ordinary instruction, call or empty block: falls through
+T_COND = 1  # conditional jump inside the function
+T_JUMP = 2  # direct jump inside the function
+T_RETURN = 3
+T_TAIL_CALL = 4  # jump (direct or indirect) to another function
+T_COND_TAIL_CALL = 5  # conditional jump to another function (falls through otherwise)
+T_TABLE = 6  # indirect jump through a decoded jump table
+T_INDIRECT = 7  # indirect jump, targets unknown
+T_NO_RETURN = 8  # cannot fall through and no branch: noreturn call, trap, unreachable
+T_UNDECODED = 9  # the block's bytes could not be decoded
+T_ESCAPE = 10  # a direct jump to a place that is no block start (of any function)
+TERM_NAMES = ("falls", "conditional", "jump", "return", "tail_call", "conditional_tail_call",
+              "jump_table", "indirect_unknown", "no_return", "undecoded", "escape")
+
+JUMP_TABLE_MAX = 4096  # entries read at most from one table (a guard against a bad bound)
+
+
+@dataclass
+class JumpTable:
+    """One decoded table: where it is, its entry form and the blocks it reaches."""
+
+    block: int  # global index of the block ending in the indirect jump
+    jump: int  # address of the jmp
+    table: int  # address of the table
+    entry_size: int  # 4: int32 relative to the table, 8 (or 4 on i386): absolute address
+    relative: bool
+    entries: int  # count (from the cmp/ja guard)
+    targets: list[int]  # global block index of each entry, in table order
+
+
+@dataclass
+class CFG:
+    """Successors of every block of a block map (global block indexes)."""
+
+    block_map: BlockMap
+    block_start: np.ndarray  # u8 per block
+    block_func: np.ndarray  # i8 per block: block-map function
+    term: np.ndarray  # u1 per block (T_*)
+    n_insn: np.ndarray  # i4 per block: instructions (0 for empty or undecoded blocks)
+    succ_ptr: np.ndarray  # i8 B+1 (CSR)
+    succ_block: np.ndarray  # i8
+    succ_kind: np.ndarray  # u1 (S_*)
+    unknown_succ: np.ndarray  # bool per block: an indirect jump whose targets are unknown
+    # calls (every call instruction): block, instruction address, target address (-1
+    # indirect), callee block-map function (-1 unknown / outside the map)
+    call_block: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    call_addr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    call_target: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    call_func: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # tail calls: block -> callee function (-1 indirect / unknown)
+    tail_block: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    tail_func: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    jump_tables: list[JumpTable] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.term)
+
+    def successors(self, b: int) -> list[int]:
+        return self.succ_block[self.succ_ptr[b]:self.succ_ptr[b + 1]].tolist()
+
+    def function_blocks(self, f: int) -> range:
+        return self.block_map.function_blocks(f)
+
+    def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(from block, to block, kind) of every successor edge."""
+        src = np.repeat(np.arange(self.num_blocks, dtype=np.int64), np.diff(self.succ_ptr))
+        return src, self.succ_block, self.succ_kind
+
+    def term_name(self, b: int) -> str:
+        return TERM_NAMES[int(self.term[b])]
+
+
+# ----------------------------------------------------------------------------- recovery
+def recover_cfg(binary: Any, block_map: BlockMap | None = None) -> CFG:
+    """The CFG of every function of ``binary`` (a :class:`bbmap.binary.Binary`)."""
+    m = block_map if block_map is not None else binary.block_map
+    B = m.num_blocks
+    rng = np.repeat(np.arange(m.num_ranges, dtype=np.int64), np.diff(m.range_block_ptr))
+    rfunc = np.repeat(np.arange(m.num_functions, dtype=np.int64), np.diff(m.func_range_ptr))
+    bfunc = rfunc[rng] if B else np.zeros(0, np.int64)
+    start = (m.range_base[rng] + m.block_offset).astype(np.uint64) if B else \
+        np.zeros(0, np.uint64)
+    end = (start + m.block_size).astype(np.uint64)
+    range_end = m.range_base.astype(np.uint64).copy()
+    nz = np.flatnonzero(np.diff(m.range_block_ptr) > 0)
+    if len(nz):
+        range_end[nz] = np.maximum(np.maximum.reduceat(end, m.range_block_ptr[nz]),
+                                   range_end[nz])
+    dis = Disassembler(binary.machine, int(getattr(binary, "elfclass", 64)))
+    data = _file_bytes(binary)
+    range_section = _range_sections(binary, m)
+    code = sweep_ranges(dis, data, binary.sections, m, range_section, start, range_end)
+    return _build(binary, m, code, dis, data, rng, bfunc, start, end, range_section)
+
+
+def _file_bytes(binary: Any) -> bytes | mmap.mmap:
+    mm = getattr(binary, "_mm", None)
+    if mm is not None:
+        return mm
+    with open(binary.path, "rb") as fh:
+        return fh.read()
+
+
+def _range_sections(binary: Any, m: BlockMap) -> np.ndarray:
+    sec = np.array(m.range_section, dtype=np.int64, copy=True)
+    unknown = np.flatnonzero(sec < 0)
+    if len(unknown) and not getattr(binary, "is_relocatable", False):
+        bases = m.range_base[unknown]
+        for s in binary.sections:
+            if s.is_exec and s.sh_type != 8:
+                inside = (bases >= s.sh_addr) & (bases < s.sh_addr + s.sh_size)
+                sec[unknown[inside & (sec[unknown] < 0)]] = s.index
+    return sec
+
+
+class _Targets:
+    """Address -> block: the block whose code starts there; where only empty blocks
+    start there, the first (in map order) that can fall through (an empty block that
+    cannot is an ``unreachable`` stub nothing jumps to).  clang's branches to an address
+    shared by an empty block and a real one name the real one (PGO map successor lists of
+    ``lay_interp``).  In a relocatable object addresses are per section."""
+
+    def __init__(self, m: BlockMap, start: np.ndarray, sec: np.ndarray) -> None:
+        empty = m.block_size == 0
+        ok = ~(empty & ((m.block_md & MD_CAN_FALL_THROUGH) == 0))
+        idx = np.flatnonzero(ok)
+        key = self._key(sec[idx], start[idx])
+        order = np.lexsort((idx, empty[idx], key))
+        self.key, self.block = key[order], idx[order]
+
+    @staticmethod
+    def _key(sec: np.ndarray, addr: np.ndarray) -> np.ndarray:
+        return (sec.astype(np.uint64) << np.uint64(48)) | addr.astype(np.uint64)
+
+    def lookup(self, sec: np.ndarray, addr: np.ndarray) -> np.ndarray:
+        k = self._key(sec, addr)
+        j = np.searchsorted(self.key, k)
+        hit = j < len(self.key)
+        hit[hit] = self.key[j[hit]] == k[hit]
+        return np.where(hit, self.block[np.minimum(j, max(len(self.block) - 1, 0))], -1)
+
+
+def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: Any,
+           rng: np.ndarray, bfunc: np.ndarray, start: np.ndarray, end: np.ndarray,
+           range_section: np.ndarray) -> CFG:
+    B = m.num_blocks
+    reloc = bool(getattr(binary, "is_relocatable", False))
+    bsec = range_section[rng] if B else np.zeros(0, np.int64)
+    key_sec = bsec if reloc else np.zeros(B, np.int64)
+    targets = _Targets(m, start, key_sec)
+    md = m.block_md
+    can_ft = (md & MD_CAN_FALL_THROUGH) != 0
+    decoded = code.decoded[rng] if B else np.zeros(0, bool)
+
+    # instruction count and last instruction of every block
+    lo_k = np.searchsorted(code.key, code.keys(rng, start))
+    hi_k = np.searchsorted(code.key, code.keys(rng, end))
+    n_insn = np.where(decoded, hi_k - lo_k, 0).astype(np.int32)
+    last = np.where(n_insn > 0, hi_k - 1, -1)
+    has_last = last >= 0
+    kind = np.full(B, 255, np.uint8)
+    kind[has_last] = code.kinds[last[has_last]]
+    tgt = np.full(B, -1, np.int64)
+    tgt[has_last] = code.target[last[has_last]]
+
+    # a block may end in two branches (``jcc A; jmp B``): the jcc's target is a successor
+    pen = np.where(n_insn >= 2, last - 1, -1)
+    two = (pen >= 0) & ((kind == JMP) | (kind == JMP_INDIRECT))
+    two[two] = code.kinds[pen[two]] == JCC
+    tgt2 = np.full(B, -1, np.int64)
+    tgt2[two] = code.target[pen[two]]
+
+    # next block in the same range (fall-through), -1 at a range end
+    nxt = np.arange(1, B + 1, dtype=np.int64)
+    range_last = (m.range_block_ptr[1:] - 1)[np.diff(m.range_block_ptr) > 0]
+    nxt[range_last.astype(np.int64)] = -1
+
+    tblock = np.full(B, -1, np.int64)
+    has_t = tgt >= 0
+    tblock[has_t] = targets.lookup(key_sec[has_t], tgt[has_t].astype(np.uint64))
+    tblock2 = np.full(B, -1, np.int64)
+    has_t2 = tgt2 >= 0
+    tblock2[has_t2] = targets.lookup(key_sec[has_t2], tgt2[has_t2].astype(np.uint64))
+    tblock2[has_t2] = np.where(bfunc[np.maximum(tblock2[has_t2], 0)] == bfunc[has_t2],
+                               tblock2[has_t2], -1)
+    same = np.zeros(B, bool)
+    same[has_t] = (tblock[has_t] >= 0) & (bfunc[np.maximum(tblock[has_t], 0)] == bfunc[has_t])
+    entry_of = np.full(m.num_functions, -1, np.int64)
+    first = m.range_block_ptr[m.func_range_ptr[:-1]].astype(np.int64)
+    nb = m.range_block_ptr[m.func_range_ptr[1:]].astype(np.int64) - first
+    entry_of[nb > 0] = first[nb > 0]
+    is_entry_target = np.zeros(B, bool)
+    is_entry_target[has_t] = (tblock[has_t] >= 0) & \
+        (entry_of[bfunc[np.maximum(tblock[has_t], 0)]] == tblock[has_t])
+
+    term = np.full(B, T_FALLS, np.uint8)
+    term[~can_ft] = T_NO_RETURN
+    term[~decoded & (m.block_size > 0)] = T_UNDECODED
+    term[kind == RET] = T_RETURN
+    term[kind == TRAP] = T_NO_RETURN
+    jcc, jmp = kind == JCC, kind == JMP
+    term[jcc & same] = T_COND
+    term[jcc & ~same] = T_COND_TAIL_CALL
+    term[jmp & same] = T_JUMP
+    term[jmp & ~same & (is_entry_target | ((md & MD_HAS_TAIL_CALL) != 0))] = T_TAIL_CALL
+    term[jmp & ~same & ~is_entry_target & ((md & MD_HAS_TAIL_CALL) == 0)] = T_ESCAPE
+    ind = kind == JMP_INDIRECT
+    term[ind] = T_INDIRECT
+    term[ind & ((md & MD_HAS_TAIL_CALL) != 0)] = T_TAIL_CALL
+    # an indirect jump without the metadata bit (old map versions have no such bit): a
+    # jump table if one decodes, else unknown
+    tables: list[JumpTable] = []
+    notes: list[str] = []
+    reader = _TableReader(binary, data, dis, m, code, start, end, rng, nxt, kind, targets,
+                          key_sec, bfunc, notes)
+    for b in np.flatnonzero(term == T_INDIRECT).tolist():
+        jt = reader.read(b)
+        if jt is not None:
+            tables.append(jt)
+            term[b] = T_TABLE
+
+    # successor lists
+    src: list[np.ndarray] = []
+    dst: list[np.ndarray] = []
+    knd: list[np.ndarray] = []
+
+    def add(mask: np.ndarray, to: np.ndarray, k: int) -> None:
+        sel = np.flatnonzero(mask & (to >= 0))
+        src.append(sel)
+        dst.append(to[sel])
+        knd.append(np.full(len(sel), k, np.uint8))
+
+    falls = (term == T_FALLS) | (term == T_COND) | (term == T_COND_TAIL_CALL)
+    falls &= can_ft | (term != T_FALLS)
+    add(term == T_COND, tblock, S_BRANCH)
+    add(two, tblock2, S_BRANCH)
+    add(falls, nxt, S_FALLTHROUGH)
+    add(term == T_JUMP, tblock, S_JUMP)
+    if tables:
+        tb = np.concatenate([np.full(len(set(t.targets)), t.block, np.int64) for t in tables])
+        tt = np.concatenate([np.array(sorted(set(t.targets), key=t.targets.index), np.int64)
+                             for t in tables])
+        src.append(tb)
+        dst.append(tt)
+        knd.append(np.full(len(tb), S_TABLE, np.uint8))
+    s = np.concatenate(src) if src else np.zeros(0, np.int64)
+    d = np.concatenate(dst) if dst else np.zeros(0, np.int64)
+    k = np.concatenate(knd) if knd else np.zeros(0, np.uint8)
+    # unknown indirect jumps (computed goto, undecodable tables): their candidates are the
+    # blocks of the function that no known edge reaches (address-taken labels), except the
+    # entry and ``unreachable`` stubs
+    unknown = np.flatnonzero(term == T_INDIRECT)
+    if len(unknown):
+        indeg = np.bincount(d, minlength=B)
+        cand = (indeg == 0) & ~((m.block_size == 0) & ~can_ft)
+        cand[entry_of[entry_of >= 0]] = False
+        gs, gd = [], []
+        for b in unknown.tolist():
+            f = int(bfunc[b])
+            blk = np.arange(*_span(m, f))
+            hit = blk[cand[blk]]
+            gs.append(np.full(len(hit), b, np.int64))
+            gd.append(hit)
+        s = np.concatenate([s, *gs])
+        d = np.concatenate([d, *gd])
+        k = np.concatenate([k, np.full(len(s) - len(k), S_GUESS, np.uint8)])
+    # one edge per (block, successor): a jcc whose target is its own fall-through block
+    # is one successor, as in the compiler's CFG; the first kind listed wins
+    order = np.lexsort((np.arange(len(s)), d, s))
+    s, d, k = s[order], d[order], k[order]
+    keep = np.ones(len(s), bool)
+    keep[1:] = (s[1:] != s[:-1]) | (d[1:] != d[:-1])
+    s, d, k = s[keep], d[keep], k[keep]
+    order = np.argsort(s, kind="stable")
+    s, d, k = s[order], d[order], k[order]
+    ptr = np.zeros(B + 1, np.int64)
+    np.cumsum(np.bincount(s, minlength=B), out=ptr[1:])
+
+    # calls anywhere in a block, tail calls
+    ci = np.flatnonzero((code.kinds == CALL) | (code.kinds == CALL_INDIRECT))
+    call_block = _block_of_rows(code, ci, m, start)
+    ok = call_block >= 0
+    ci, call_block = ci[ok], call_block[ok]
+    call_target = code.target[ci].astype(np.int64)
+    cfun = np.full(len(ci), -1, np.int64)
+    direct = call_target >= 0
+    hb = targets.lookup(key_sec[call_block[direct]], call_target[direct].astype(np.uint64))
+    cfun[direct] = np.where(hb >= 0, bfunc[np.maximum(hb, 0)], -1)
+    tail = np.flatnonzero((term == T_TAIL_CALL) | (term == T_COND_TAIL_CALL))
+    tail_func = np.where(tblock[tail] >= 0, bfunc[np.maximum(tblock[tail], 0)], -1)
+
+    return CFG(block_map=m, block_start=start, block_func=bfunc, term=term, n_insn=n_insn,
+               succ_ptr=ptr, succ_block=d, succ_kind=k, unknown_succ=term == T_INDIRECT,
+               call_block=call_block, call_addr=code.start[ci], call_target=call_target,
+               call_func=cfun, tail_block=tail, tail_func=tail_func, jump_tables=tables,
+               notes=notes)
+
+
+def _span(m: BlockMap, f: int) -> tuple[int, int]:
+    r0, r1 = int(m.func_range_ptr[f]), int(m.func_range_ptr[f + 1])
+    return int(m.range_block_ptr[r0]), int(m.range_block_ptr[r1])
+
+
+def _block_of_rows(code: CodeTable, rows: np.ndarray, m: BlockMap,
+                   start: np.ndarray) -> np.ndarray:
+    """Global block holding each instruction row (-1 if it lies in no block)."""
+    r = (code.key[rows] >> np.uint64(33)).astype(np.int64)
+    addr = code.start[rows]
+    lo = m.range_block_ptr[r].astype(np.int64)
+    hi = m.range_block_ptr[r + 1].astype(np.int64)
+    # blocks of one range are in address order: the last block starting at or before addr
+    rkey = (np.repeat(np.arange(m.num_ranges, dtype=np.uint64), np.diff(m.range_block_ptr))
+            << np.uint64(40)) | (start - m.range_base[np.repeat(
+                np.arange(m.num_ranges), np.diff(m.range_block_ptr))]).astype(np.uint64)
+    q = (r.astype(np.uint64) << np.uint64(40)) | (addr - m.range_base[r]).astype(np.uint64)
+    j = np.searchsorted(rkey, q, side="right") - 1
+    ok = (j >= lo) & (j < hi)
+    jj = np.maximum(j, 0)
+    ok &= addr < start[jj] + m.block_size[jj]
+    return np.where(ok, j, -1)
+
+
+# ----------------------------------------------------------------------------- tables
+_FAMILY = {}
+for _fam, _names in {
+    "rax": "rax eax ax al ah", "rbx": "rbx ebx bx bl bh", "rcx": "rcx ecx cx cl ch",
+    "rdx": "rdx edx dx dl dh", "rsi": "rsi esi si sil", "rdi": "rdi edi di dil",
+    "rbp": "rbp ebp bp bpl", "rsp": "rsp esp sp spl",
+}.items():
+    for _n in _names.split():
+        _FAMILY[_n] = _fam
+
+
+def _family(name: str) -> str:
+    if name in _FAMILY:
+        return _FAMILY[name]
+    if name.startswith("r") and name[1:].rstrip("dwb").isdigit():
+        return name.rstrip("dwb") if not name[1:].isdigit() else name
+    return name
+
+
+class _TableReader:
+    """Decode clang's x86 jump-table sequences around one indirect jump."""
+
+    def __init__(self, binary: Any, data: Any, dis: Disassembler, m: BlockMap,
+                 code: CodeTable, start: np.ndarray, end: np.ndarray, rng: np.ndarray,
+                 nxt: np.ndarray, kind: np.ndarray, targets: _Targets, key_sec: np.ndarray,
+                 bfunc: np.ndarray, notes: list[str]) -> None:
+        self.binary, self.data, self.m = binary, data, m
+        self.start, self.end, self.nxt, self.kind = start, end, nxt, kind
+        self.targets, self.key_sec, self.bfunc, self.notes = targets, key_sec, bfunc, notes
+        self.bits = dis.bits
+        self.little = bool(getattr(binary, "little_endian", True))
+        self.prev = np.full(len(start), -1, np.int64)
+        ok = nxt >= 0
+        self.prev[nxt[ok]] = np.flatnonzero(ok)
+        self._cs = None
+        self.sections = [s for s in binary.sections if s.sh_type != 8 and s.sh_addr]
+
+    def _insns(self, b: int) -> list:
+        if self._cs is None:
+            import capstone
+
+            self._cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64
+                                   if self.bits == 64 else capstone.CS_MODE_32)
+            self._cs.detail = True
+        raw = self._read(int(self.start[b]), int(self.end[b] - self.start[b]))
+        return list(self._cs.disasm(raw, int(self.start[b]))) if raw else []
+
+    def _read(self, addr: int, n: int) -> bytes:
+        for s in self.sections:
+            if s.sh_addr <= addr and addr + n <= s.sh_addr + s.sh_size:
+                off = s.sh_offset + addr - s.sh_addr
+                return bytes(self.data[off: off + n])
+        return b""
+
+    def read(self, b: int) -> JumpTable | None:
+        from capstone import x86_const as X
+
+        ins = self._insns(b)
+        if not ins or ins[-1].mnemonic.split()[-1] != "jmp":
+            return None
+        jmp = ins[-1]
+        op = jmp.operands[0] if jmp.operands else None
+        if op is None:
+            return None
+        rip_lea: dict[str, int] = {}  # register family -> address loaded by lea [rip+d]
+        for i in ins[:-1]:
+            if i.mnemonic == "lea" and len(i.operands) == 2 and \
+                    i.operands[1].type == X.X86_OP_MEM and \
+                    i.operands[1].mem.base == X.X86_REG_RIP:
+                rip_lea[_family(i.reg_name(i.operands[0].reg))] = \
+                    i.address + i.size + i.operands[1].mem.disp
+        index = table = None
+        size, relative = 0, False
+        load_addr = jmp.address  # the instruction that reads the table
+        if op.type == X.X86_OP_MEM and op.mem.index != 0:
+            # jmp [T + i*8] (absolute table); jmp [base + i*8] with base = lea [rip+T]
+            index = _family(jmp.reg_name(op.mem.index))
+            size = op.mem.scale
+            if op.mem.base == 0:
+                table = op.mem.disp & ((1 << self.bits) - 1)
+            else:
+                table = rip_lea.get(_family(jmp.reg_name(op.mem.base)))
+                if table is not None:
+                    table += op.mem.disp
+        elif op.type == X.X86_OP_REG:
+            # lea base,[rip+T]; movsxd r,[base+i*4]; add r,base; jmp r
+            r = _family(jmp.reg_name(op.reg))
+            base = None
+            for i in reversed(ins[:-1]):
+                ops = i.operands
+                if i.mnemonic == "add" and len(ops) == 2 and ops[0].type == X.X86_OP_REG \
+                        and ops[1].type == X.X86_OP_REG and \
+                        _family(i.reg_name(ops[0].reg)) == r:
+                    base = _family(i.reg_name(ops[1].reg))
+                elif base and i.mnemonic in ("movsxd", "movslq") and len(ops) == 2 and \
+                        ops[1].type == X.X86_OP_MEM and ops[1].mem.index != 0 and \
+                        _family(i.reg_name(ops[1].mem.base)) == base:
+                    index = _family(i.reg_name(ops[1].mem.index))
+                    size, relative = ops[1].mem.scale, True
+                    load_addr = i.address
+                    table = rip_lea.get(base)
+                    break
+        if index is None or table is None or size not in (4, 8):
+            return None
+        count = self._bound(b, [i for i in ins if i.address < load_addr], index)
+        if count is None or not 0 < count <= JUMP_TABLE_MAX:
+            self.notes.append(f"jump at {jmp.address:#x}: table at {table:#x} has no "
+                              "cmp/ja bound; successors unknown")
+            return None
+        raw = self._read(table, count * size)
+        if len(raw) != count * size:
+            return None
+        dt = np.dtype(("<" if self.little else ">") + ("i4" if size == 4 else "u8"))
+        vals = np.frombuffer(raw, dtype=dt).astype(np.int64)
+        tgts = (vals + table) if relative else vals
+        if not relative and self.binary.e_type != "ET_EXEC":
+            return None  # absolute entries of a PIE are filled by dynamic relocations
+        blocks = self.targets.lookup(np.full(count, self.key_sec[b]), tgts.astype(np.uint64))
+        if (blocks < 0).any() or (self.bfunc[blocks] != self.bfunc[b]).any():
+            self.notes.append(f"jump at {jmp.address:#x}: table at {table:#x} has entries "
+                              "outside the function; successors unknown")
+            return None
+        return JumpTable(block=b, jump=jmp.address, table=table, entry_size=size,
+                         relative=relative, entries=count, targets=blocks.tolist())
+
+    def _bound(self, b: int, ins: list, index: str) -> int | None:
+        """Entries from the guard ``cmp i, N; ja default`` (N+1) or ``jae`` (N), or from a
+        mask ``and i, 2**k-1`` (2**k), found before the table load (``ins``) in the block
+        or in the one that falls into it, following ``mov i, j`` renames."""
+        from capstone import x86_const as X
+
+        seq = list(reversed(ins))
+        p = int(self.prev[b])
+        if p >= 0 and self.kind[p] == JCC:
+            seq += list(reversed(self._insns(p)))
+        jcc = None
+        for i in seq:
+            ops = i.operands
+            mnem = i.mnemonic.split()[-1]
+            if mnem in ("ja", "jae", "jnbe", "jnb"):
+                jcc = "ja" if mnem in ("ja", "jnbe") else "jae"
+            elif mnem == "cmp" and jcc and len(ops) == 2 and ops[0].type == X.X86_OP_REG \
+                    and ops[1].type == X.X86_OP_IMM and \
+                    _family(i.reg_name(ops[0].reg)) == index:
+                n = ops[1].imm
+                return n + 1 if jcc == "ja" else n
+            elif mnem == "and" and len(ops) == 2 and ops[0].type == X.X86_OP_REG and \
+                    ops[1].type == X.X86_OP_IMM and _family(i.reg_name(ops[0].reg)) == index \
+                    and ops[1].imm > 0 and (ops[1].imm & (ops[1].imm + 1)) == 0:
+                return ops[1].imm + 1  # i & (2**k - 1): 2**k entries
+            elif mnem in ("mov", "movzx", "movsxd") and len(ops) == 2 and \
+                    ops[0].type == X.X86_OP_REG and _family(i.reg_name(ops[0].reg)) == index:
+                if ops[1].type == X.X86_OP_REG:
+                    index = _family(i.reg_name(ops[1].reg))
+                else:
+                    return None
+        return None
+
+
+# ----------------------------------------------------------------------------- oracle
+@dataclass
+class OracleReport:
+    """Recovered successors against the PGO analysis map's lists."""
+
+    compared: int = 0  # blocks compared
+    equal: int = 0
+    skipped_indirect: int = 0  # blocks ending in an indirect jump (not compared)
+    mismatches: list[tuple[str, int, list[int], list[int], str]] = field(default_factory=list)
+    # (function, block ID, recovered IDs, map IDs, how the block ends)
+    tables: list[tuple[str, int, bool]] = field(default_factory=list)
+    # decoded jump tables: (function, block ID, the entries' blocks equal the map's list)
+    guesses: list[tuple[str, int, bool]] = field(default_factory=list)
+    # unknown indirect jumps: (function, block ID, the guessed candidates equal the map's)
+
+
+def compare_with_pgo_map(cfg: CFG, names: list[str | None] | None = None) -> OracleReport:
+    """Successor block IDs of every block of every function whose map carries successor
+    lists (feature ``br_prob``), recovered vs compiler-written."""
+    from bbmap.model import FEAT_BR_PROB
+
+    m = cfg.block_map
+    rep = OracleReport()
+    names = names if names is not None else m.func_name
+    for f in np.flatnonzero((m.func_feature & FEAT_BR_PROB) != 0).tolist():
+        for b in m.function_blocks(f):
+            mine = sorted(int(m.block_id[s]) for s in cfg.successors(b))
+            theirs = sorted(int(s[0]) for s in m.block_successors(b))
+            if cfg.term[b] in (T_TABLE, T_INDIRECT) or \
+                    (m.block_md[b] & MD_HAS_INDIRECT_BRANCH):
+                rep.skipped_indirect += 1
+                if cfg.term[b] == T_TABLE:
+                    rep.tables.append((_fname(names, m, f), int(m.block_id[b]),
+                                       mine == theirs))
+                elif cfg.term[b] == T_INDIRECT:
+                    rep.guesses.append((_fname(names, m, f), int(m.block_id[b]),
+                                        mine == theirs))
+                continue
+            rep.compared += 1
+            if mine == theirs:
+                rep.equal += 1
+            else:
+                rep.mismatches.append((_fname(names, m, f), int(m.block_id[b]), mine, theirs,
+                                       cfg.term_name(b)))
+    return rep
+
+
+def _fname(names: list[str | None], m: BlockMap, f: int) -> str:
+    return (names[f] if f < len(names) else None) or f"{int(m.func_address[f]):#x}"
