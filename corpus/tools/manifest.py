@@ -175,6 +175,22 @@ def lbr_entry(row: list[str], corpus: Path, known: set[str]) -> dict[str, Any]:
     return entry
 
 
+def ip_entry(row: list[str], corpus: Path, known: set[str]) -> dict[str, Any]:
+    """An IP-only profile of the same deterministic run as an LBR case (inference bench)."""
+    name, lbr, _runs, _opts = row
+    d = corpus / "ip" / name
+    info = json.loads((d / "ip-info.json").read_text())
+    data = d / "perf.data"
+    if info["binary"] not in known:
+        fail(f"{name}: unknown binary {info['binary']}")
+    stats = json.loads((d / "report-D-stats.json").read_text())
+    return {"name": name, "path": str(data.relative_to(corpus)), "binaries": [info["binary"]],
+            "mode": perf_mode(data), "command": (d / "command.txt").read_text().strip(),
+            "samples": stats.get("SAMPLE", 0), "lbr_case": lbr,
+            "runs": info["runs"], "rounds": info["rounds"],
+            "exact_counts": f"lbr/{lbr}/exact-counts.json"}
+
+
 def recorded(d: Path) -> bool:
     if (d / "perf.data").exists():
         return True
@@ -203,6 +219,8 @@ def main() -> None:
                                for p in (corpus / "pgo").glob("*.profdata")),
         "binaries": binaries,
         "profiles": profiles,
+        "ip_profiles": [ip_entry(r, corpus, known) for r in tables.get("ip", [])
+                        if recorded(corpus / "ip" / r[0])],
     }
     json.dump(manifest, sys.stdout, indent=1)
     sys.stdout.write("\n")

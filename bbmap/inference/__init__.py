@@ -1,0 +1,1 @@
+"""Profile inference: block and edge counts from IP samples (spec/inference.md)."""

@@ -1,0 +1,206 @@
+"""From per-block IP samples and a recovered CFG to inferred block and edge counts.
+
+How a block's samples relate to its executions: a timer interrupt (``cpu-clock``) lands on
+the instruction that is running, so a block executed ``E`` times collects samples in
+proportion to ``E`` times the time one execution takes.  With no cycle counts, the time of
+an execution is estimated from the disassembly: ``SAMPLE_MODEL`` ``"insn"`` takes it as the
+block's instruction count (the default: measured best against exact valgrind counts on the
+corpus, spec/inference.md, "Samples and executions").  So the observed weight of block
+``b`` is ``WEIGHT_SCALE * samples_b / n_insn_b`` and counts come out in those units:
+relative executions, comparable across the blocks and edges of one profile, not absolute.
+
+The network (:mod:`bbmap.inference.flow`) covers every function with at least one sample
+in a block; its entry is the first block, EH landing pads are side entries, and flow
+leaves at blocks without successors (returns, tail calls, no-return calls, unknown
+indirect jumps) and at blocks from which no such exit is reachable.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bbmap.cfg import CFG, S_FALLTHROUGH
+from bbmap.inference.flow import FlowProblem, infer
+from bbmap.model import MD_IS_EH_PAD
+
+WEIGHT_SCALE = 1000  # weight units per (sample / instruction)
+SAMPLE_MODELS = ("insn", "bytes", "block")  # per-execution cost: instructions, bytes, 1
+SAMPLE_MODEL = "insn"
+
+
+@dataclass
+class Quality:
+    """How well the samples fit the CFG, before and after inference."""
+
+    functions: int = 0
+    blocks: int = 0
+    samples: int = 0  # samples in blocks of the inferred functions
+    samples_reachable: int = 0  # ... in blocks the CFG reaches from an entry
+    imbalance_before: float = 0.0  # sum |count - in-flow| / sum count, naive estimate
+    imbalance_after: float = 0.0  # the same after inference (0: flow conserved)
+    adjustment: float = 0.0  # sum |inferred - observed| / sum observed (weight units)
+    solver: str = ""
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def reachable_share(self) -> float:
+        return self.samples_reachable / self.samples if self.samples else 1.0
+
+    def to_json(self) -> dict:
+        return {"functions": self.functions, "blocks": self.blocks, "samples": self.samples,
+                "samples_reachable": self.samples_reachable,
+                "reachable_share": round(self.reachable_share, 6),
+                "imbalance_before": round(self.imbalance_before, 6),
+                "imbalance_after": round(self.imbalance_after, 6),
+                "adjustment": round(self.adjustment, 6), "solver": self.solver,
+                "weight_scale": WEIGHT_SCALE, "sample_model": SAMPLE_MODEL}
+
+
+@dataclass
+class Inferred:
+    """Counts over the whole block map (0 outside the inferred functions)."""
+
+    block_count: np.ndarray  # i8 per global block
+    edge_from: np.ndarray  # i8 global block
+    edge_to: np.ndarray
+    edge_fallthrough: np.ndarray  # bool
+    edge_count: np.ndarray  # i8
+    quality: Quality
+
+
+def block_weights(samples: np.ndarray, cfg: CFG, model: str = SAMPLE_MODEL
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(weight, known) per block: samples per unit of per-execution cost, scaled."""
+    m = cfg.block_map
+    if model == "insn":
+        cost = cfg.n_insn.astype(np.float64)
+    elif model == "bytes":
+        cost = m.block_size.astype(np.float64)
+    elif model == "block":
+        cost = (cfg.n_insn > 0).astype(np.float64)
+    else:
+        raise ValueError(f"unknown sample model {model!r} ({', '.join(SAMPLE_MODELS)})")
+    known = cfg.n_insn > 0
+    w = np.zeros(len(cost), np.int64)
+    w[known] = np.rint(WEIGHT_SCALE * samples[known] / cost[known]).astype(np.int64)
+    return w, known
+
+
+def _propagate(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Closure of ``mask`` along edges src -> dst (vectorized, one pass per BFS level)."""
+    reach = mask.copy()
+    frontier = mask.copy()
+    while frontier.any():
+        hit = frontier[src]
+        new = np.zeros_like(reach)
+        new[dst[hit]] = True
+        frontier = new & ~reach
+        reach |= new
+    return reach
+
+
+def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
+                 model: str = SAMPLE_MODEL, functions: np.ndarray | None = None,
+                 edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                 weights: tuple[np.ndarray, np.ndarray] | None = None) -> Inferred:
+    """Infer counts for every block-map function with samples in its blocks (or the
+    ``functions`` given).  ``edge_counts`` (from, to, count; global blocks) adds observed
+    edge weights, e.g. sparse LBR, in the same weight units."""
+    t0 = time.perf_counter()
+    m = cfg.block_map
+    B = m.num_blocks
+    bfunc = cfg.block_func
+    samples = np.asarray(block_samples, dtype=np.int64)
+    if functions is None:
+        fs = np.bincount(bfunc, weights=samples, minlength=m.num_functions) if B else \
+            np.zeros(0)
+        functions = np.flatnonzero(fs > 0)
+    q = Quality(functions=len(functions))
+    empty = Inferred(np.zeros(B, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                     np.zeros(0, bool), np.zeros(0, np.int64), q)
+    if not len(functions) or not B:
+        return empty
+    sel = np.zeros(m.num_functions, bool)
+    sel[functions] = True
+    blocks = np.flatnonzero(sel[bfunc])  # global, in map order: functions contiguous
+    local = np.full(B, -1, np.int64)
+    local[blocks] = np.arange(len(blocks))
+    src_g, dst_g, kind = cfg.edges()
+    keep = sel[bfunc[src_g]] if len(src_g) else np.zeros(0, bool)
+    src_g, dst_g, kind = src_g[keep], dst_g[keep], kind[keep]
+    src, dst = local[src_g], local[dst_g]
+    comp_of_func = np.cumsum(sel) - 1
+    comp = comp_of_func[bfunc[blocks]]
+
+    w_all, known_all = weights if weights is not None else block_weights(samples, cfg, model)
+    w, known = w_all[blocks], known_all[blocks]
+    first = np.zeros(len(blocks), bool)
+    first[0] = True
+    first[1:] = comp[1:] != comp[:-1]
+    side = (m.block_md[blocks] & MD_IS_EH_PAD) != 0
+    nsucc = np.bincount(src, minlength=len(blocks))
+    exit_ = nsucc == 0
+    can_exit = _propagate(exit_, dst, src)
+    exit_ |= ~can_exit
+    reach = _propagate(first | side, src, dst)
+
+    ew = ek = None
+    if edge_counts is not None:
+        ef, et, ec = edge_counts
+        key = src_g * B + dst_g
+        okey = np.asarray(ef, np.int64) * B + np.asarray(et, np.int64)
+        order = np.argsort(okey)
+        pos = np.searchsorted(okey[order], key)
+        hit = pos < len(okey)
+        hit[hit] = okey[order][pos[hit]] == key[hit]
+        ew = np.zeros(len(key), np.int64)
+        ew[hit] = np.asarray(ec, np.int64)[order][pos[hit]]
+        ek = hit
+    p = FlowProblem(comp=comp, weight=w, known=known, entry=first, side_entry=side,
+                    exit=exit_, edge_src=src, edge_dst=dst, edge_ft=kind == S_FALLTHROUGH,
+                    **({} if ew is None else {"edge_weight": ew, "edge_known": ek}))
+    r = infer(p, solver)
+
+    # ---- quality
+    s_loc = samples[blocks]
+    q.blocks = len(blocks)
+    q.samples = int(s_loc.sum())
+    q.samples_reachable = int(s_loc[reach].sum())
+    wf = w.astype(np.float64)
+    q.imbalance_before = _imbalance(wf, _naive_edges(wf, src, dst), src, dst, first)
+    q.imbalance_after = _imbalance(r.block_flow.astype(np.float64),
+                                   r.edge_flow.astype(np.float64), src, dst, first)
+    tot = float(w[known].sum())
+    q.adjustment = float(np.abs(r.block_flow[known] - w[known]).sum()) / tot if tot else 0.0
+    q.solver = r.solver
+    bc = np.zeros(B, np.int64)
+    bc[blocks] = r.block_flow
+    pos = r.edge_flow > 0
+    q.seconds = time.perf_counter() - t0
+    return Inferred(block_count=bc, edge_from=src_g[pos], edge_to=dst_g[pos],
+                    edge_fallthrough=(kind == S_FALLTHROUGH)[pos], edge_count=r.edge_flow[pos],
+                    quality=q)
+
+
+def _naive_edges(c: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Each block's count split over its successors in proportion to theirs (evenly
+    when they are all zero): the best flow the naive estimate offers without inference."""
+    if not len(src):
+        return np.zeros(0)
+    tot = np.bincount(src, weights=c[dst], minlength=len(c))
+    deg = np.bincount(src, minlength=len(c))
+    share = np.where(tot[src] > 0, c[dst] / np.where(tot[src] > 0, tot[src], 1),
+                     1.0 / np.maximum(deg[src], 1))
+    return c[src] * share
+
+
+def _imbalance(c: np.ndarray, e: np.ndarray, src: np.ndarray, dst: np.ndarray,
+               entry: np.ndarray) -> float:
+    """sum over non-entry blocks of |count - in-flow|, over the sum of counts."""
+    inflow = np.bincount(dst, weights=e, minlength=len(c)) if len(dst) else np.zeros(len(c))
+    tot = float(c.sum())
+    return float(np.abs(c - inflow)[~entry].sum()) / tot if tot else 0.0

@@ -1,0 +1,191 @@
+"""Profile inference: block and edge counts that conserve flow, from noisy block weights.
+
+A minimum-cost circulation in the spirit of profi (He, Mestre, Pupyrev, Wang, Yu, "Profile
+Inference Revisited", POPL 2022; LLVM ``SampleProfileInference.cpp``, BOLT
+``StaleProfileMatching.cpp``).  Arrays in, arrays out: no ELF, no perf.data, no CLI.
+
+Every function is one component of a single network (so one solver call covers every hot
+function of a binary).  Each block ``b`` becomes two nodes ``b.in -> b.out``; between them
+
+* an arc of capacity ``w_b`` (the observed weight) and cost ``-COST_BLOCK_DEC``: flow up to
+  the weight earns back what lowering the count would cost;
+* an arc of unbounded capacity and cost ``COST_BLOCK_INC`` (``COST_BLOCK_ZERO_INC`` for a
+  block observed with weight 0, ``COST_BLOCK_UNKNOWN_INC`` for a block without a weight,
+  ``COST_BLOCK_ENTRY_INC`` at entries).
+
+Up to a constant this charges ``DEC * max(0, w - f) + INC * max(0, f - w)`` per block, the
+objective of profi's S1/T1 construction, but as a plain min-cost circulation that any
+solver takes.  A CFG edge ``u -> v`` is an arc ``u.out -> v.in`` costing
+``COST_JUMP_UNKNOWN_FT_INC`` when ``v`` is ``u``'s fall-through and
+``COST_JUMP_UNKNOWN_INC`` otherwise (edges with an observed weight, from sparse LBR,
+get the block-style pair of arcs with ``COST_JUMP_INC``/``COST_JUMP_DEC``).  Each component
+has a source and a sink: ``S -> entry.in`` (entries: the function's first block, and EH
+landing pads at ``COST_ENTRY_EXTRA`` per unit), ``exit.out -> T`` for blocks flow may leave
+(returns, tail calls, no-return calls, unknown indirect jumps, and blocks from which no
+exit is reachable), and ``T -> S`` closes the circulation.
+
+Parameters (per unit of flow).  Block costs are LLVM's sample-PGO defaults
+(``sample-profile-profi-cost-block-inc`` 10, ``-dec`` 20, ``-entry-inc`` 40, ``-entry-dec``
+10, ``-zero-inc`` 11); unknown blocks cost 1 instead of 0 (BOLT's
+``stale-matching-cost-block-unknown-inc``) so that no cycle is free for an LP solver.
+Jump costs follow BOLT's idea that on a laid-out binary the fall-through is the likely
+successor (BOLT: ``-jump-unknown-inc`` 140 vs ``-jump-unknown-ft-inc`` 3 at its block cost
+150); at LLVM's block scale the values measured best on the corpus (bench_inference.py,
+spec/inference.md) are 5 and 1.  BOLT's whole set (block inc = dec = 150) was measured too:
+with time-based samples it lowers over-sampled blocks as readily as it raises
+under-sampled ones, and was 2-3x worse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# ---- costs per unit of flow (see the module docstring for their sources)
+COST_BLOCK_INC = 10  # LLVM sample-profile-profi-cost-block-inc
+COST_BLOCK_DEC = 20  # LLVM sample-profile-profi-cost-block-dec
+COST_BLOCK_ZERO_INC = 11  # LLVM sample-profile-profi-cost-block-zero-inc
+COST_BLOCK_ENTRY_INC = 40  # LLVM sample-profile-profi-cost-block-entry-inc
+COST_BLOCK_ENTRY_DEC = 10  # LLVM sample-profile-profi-cost-block-entry-dec
+COST_BLOCK_UNKNOWN_INC = 1  # BOLT stale-matching-cost-block-unknown-inc (LLVM: 0)
+COST_JUMP_INC = 10  # edges with an observed weight (sparse LBR): like blocks
+COST_JUMP_DEC = 20
+COST_JUMP_UNKNOWN_INC = 5  # taken jump; measured (BOLT's ratio idea, 140 vs 3 at scale 150)
+COST_JUMP_UNKNOWN_FT_INC = 1  # fall-through; measured
+COST_ENTRY_EXTRA = 10_000  # entering at an EH landing pad instead of the entry block
+INF_CAPACITY = 1 << 50  # profi's INF (the values are summed, so not int64 max)
+
+SOLVERS = ("ortools", "builtin", "scipy")
+
+
+@dataclass
+class FlowProblem:
+    """Blocks and edges of any number of functions (components), local indexes.
+
+    Blocks of one component are contiguous (``comp`` is non-decreasing).  Weights are
+    integers (the caller scales them); ``known`` False means "no observation" (e.g. an
+    empty block), which profi treats differently from an observed zero.
+    """
+
+    comp: np.ndarray  # i8 per block
+    weight: np.ndarray  # i8 per block
+    known: np.ndarray  # bool per block
+    entry: np.ndarray  # bool per block: the function's entry block
+    side_entry: np.ndarray  # bool per block: other ways in (EH landing pads)
+    exit: np.ndarray  # bool per block: flow may leave here
+    edge_src: np.ndarray  # i8 per edge (block index)
+    edge_dst: np.ndarray
+    edge_ft: np.ndarray  # bool: dst is src's fall-through
+    edge_weight: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    edge_known: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    def __post_init__(self) -> None:
+        E = len(self.edge_src)
+        if len(self.edge_weight) != E:
+            self.edge_weight = np.zeros(E, np.int64)
+        if len(self.edge_known) != E:
+            self.edge_known = np.zeros(E, bool)
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.comp)
+
+    @property
+    def num_components(self) -> int:
+        return int(self.comp[-1]) + 1 if len(self.comp) else 0
+
+
+@dataclass
+class FlowResult:
+    block_flow: np.ndarray  # i8 per block
+    edge_flow: np.ndarray  # i8 per edge
+    solver: str
+    cost: int  # objective value of the network (with the block-reward constants)
+    arcs: int
+    nodes: int
+
+
+@dataclass
+class Network:
+    """The circulation: arc columns plus where each block/edge sits in them."""
+
+    tail: np.ndarray
+    head: np.ndarray
+    cap: np.ndarray
+    cost: np.ndarray
+    nodes: int
+    edge_arc: np.ndarray  # the unbounded arc of each CFG edge
+    reward_edge: np.ndarray  # edges with an observed weight ...
+    reward_arc: np.ndarray  # ... and their reward arcs
+    block_in: np.ndarray  # node of b.in
+
+
+def build_network(p: FlowProblem) -> Network:
+    """Arc columns for :class:`FlowProblem` (vectorized; see the module docstring)."""
+    B, E, C = p.num_blocks, len(p.edge_src), p.num_components
+    b = np.arange(B, dtype=np.int64)
+    bin_, bout = 2 * b, 2 * b + 1
+    S = 2 * B + 2 * np.arange(C, dtype=np.int64)
+    T = S + 1
+    nodes = 2 * B + 2 * C
+    w = np.maximum(p.weight.astype(np.int64), 0)
+    inc = np.full(B, COST_BLOCK_INC, np.int64)
+    inc[p.known & (w == 0)] = COST_BLOCK_ZERO_INC
+    inc[p.entry & p.known] = COST_BLOCK_ENTRY_INC
+    inc[~p.known] = COST_BLOCK_UNKNOWN_INC
+    dec = np.where(p.entry, COST_BLOCK_ENTRY_DEC, COST_BLOCK_DEC).astype(np.int64)
+    rew = np.flatnonzero(p.known & (w > 0))
+
+    ecost = np.where(p.edge_ft, COST_JUMP_UNKNOWN_FT_INC, COST_JUMP_UNKNOWN_INC).astype(np.int64)
+    ek = p.edge_known & (p.edge_weight > 0)
+    ecost[p.edge_known] = COST_JUMP_INC
+    ekn = np.flatnonzero(ek)
+
+    ent = np.flatnonzero(p.entry)
+    side = np.flatnonzero(p.side_entry & ~p.entry)
+    ex = np.flatnonzero(p.exit)
+    parts = [
+        # block: unbounded raise, then the reward arcs of observed weights
+        (bin_, bout, np.full(B, INF_CAPACITY), inc),
+        (bin_[rew], bout[rew], w[rew], -dec[rew]),
+        # CFG edges, then reward arcs of observed edge weights
+        (2 * p.edge_src + 1, 2 * p.edge_dst, np.full(E, INF_CAPACITY), ecost),
+        (2 * p.edge_src[ekn] + 1, 2 * p.edge_dst[ekn], p.edge_weight[ekn].astype(np.int64),
+         np.full(len(ekn), -COST_JUMP_DEC)),
+        (S[p.comp[ent]], bin_[ent], np.full(len(ent), INF_CAPACITY), np.zeros(len(ent))),
+        (S[p.comp[side]], bin_[side], np.full(len(side), INF_CAPACITY),
+         np.full(len(side), COST_ENTRY_EXTRA)),
+        (bout[ex], T[p.comp[ex]], np.full(len(ex), INF_CAPACITY), np.zeros(len(ex))),
+        (T, S, np.full(C, INF_CAPACITY), np.zeros(C)),
+    ]
+    tail = np.concatenate([x[0] for x in parts]).astype(np.int64)
+    head = np.concatenate([x[1] for x in parts]).astype(np.int64)
+    cap = np.concatenate([np.asarray(x[2]) for x in parts]).astype(np.int64)
+    cost = np.concatenate([np.asarray(x[3]) for x in parts]).astype(np.int64)
+    first_edge = B + len(rew)
+    return Network(tail=tail, head=head, cap=cap, cost=cost, nodes=nodes,
+                   edge_arc=first_edge + np.arange(E, dtype=np.int64), reward_edge=ekn,
+                   reward_arc=first_edge + E + np.arange(len(ekn), dtype=np.int64),
+                   block_in=bin_)
+
+
+def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
+    """Solve ``p``: per-block and per-edge flows (integers, same scale as the weights).
+
+    ``solver``: ``ortools`` (OR-Tools ``SimpleMinCostFlow``, the default when installed),
+    ``builtin`` (successive shortest paths in Python, always available), ``scipy``
+    (HiGHS on the LP form), or ``auto``.
+    """
+    from bbmap.inference import solvers
+
+    net = build_network(p)
+    name = solvers.pick(solver)
+    flow, cost = solvers.SOLVE[name](net)
+    ef = flow[net.edge_arc].astype(np.int64)
+    ef[net.reward_edge] += flow[net.reward_arc]
+    # a block's count is what passes b.in -> b.out: everything that leaves b.in
+    out_of = np.bincount(net.tail, weights=flow, minlength=net.nodes)
+    bf = np.rint(out_of[net.block_in]).astype(np.int64)
+    return FlowResult(block_flow=bf, edge_flow=ef, solver=name, cost=int(cost),
+                      arcs=len(net.tail), nodes=net.nodes)

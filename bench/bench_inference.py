@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Accuracy and speed of profile inference (bbmap/inference) against exact counts.
+
+Accuracy: for every IP-only corpus profile (``corpus/manifest.json`` ``ip_profiles``: real
+``perf record -e cpu-clock:u`` runs of the same binary and input as an LBR case, whose
+``exact-counts.json`` holds every block's executions and every taken branch of that run
+from a valgrind trace), print the weighted error ``sum|est*s - exact| / sum exact`` (``s``
+scales the estimate to the exact total) for block counts and for CFG edge counts, for:
+
+* naive: samples per block over its instruction count, edges split in proportion to the
+  successors' estimates (no flow);
+* inferred: bbmap's min-cost-flow inference (``bbmap.inference``), per sample model;
+* lbr: the LBR profile of the same run (``corpus/lbr/<case>``), bbmap's LBR counts.
+
+Speed (``--speed``): inference for every function with samples of the 20,000-function
+binary of bench_annotate.py (built and recorded there, cached in its work directory),
+each solver, one network for all functions vs one solver call per function.
+
+    python bench/bench_inference.py [--speed] [--workdir /tmp/bbmap-bench-annotate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from bbmap.aggregate import annotate  # noqa: E402
+from bbmap.binary import load_binary  # noqa: E402
+from bbmap.cfg import S_FALLTHROUGH, recover_cfg  # noqa: E402
+from bbmap.inference.counts import SAMPLE_MODELS, block_weights, infer_counts  # noqa: E402
+
+CORPUS = os.path.join(os.path.dirname(HERE), "corpus")
+
+
+# ----------------------------------------------------------------------------- truth
+def truth_of(exact: dict, cfg) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
+    """(executions per block, -1 where unknown; exact count per CFG edge (u, v))."""
+    m = cfg.block_map
+    start = cfg.block_start
+    nonempty = m.block_size > 0
+    by_addr = {int(a): i for i, a in enumerate(start.tolist()) if nonempty[i]}
+    bt = np.full(m.num_blocks, -1, np.int64)
+    for b in exact["blocks"]:
+        i = by_addr.get(int(b["address"], 16))
+        if i is not None and b["count"] is not None:
+            bt[i] = b["count"]
+    # empty blocks: executions of the block they fall into
+    for i in np.flatnonzero(~nonempty).tolist():
+        j = i
+        while j < m.num_blocks and not nonempty[j]:
+            j += 1
+        if j < m.num_blocks and start[j] == start[i]:
+            bt[i] = bt[j]
+    end = start + m.block_size
+    order = np.argsort(start, kind="stable")
+    ss = start[order]
+
+    def block_of(addr: int) -> int:
+        k = int(np.searchsorted(ss, addr, side="right")) - 1
+        while k >= 0 and not (start[order[k]] <= addr < end[order[k]]):
+            k -= 1
+        return int(order[k]) if k >= 0 else -1
+
+    taken: dict[tuple[int, int], int] = {}
+    out_in_func: dict[int, int] = {}
+    for e in exact["edges"]:
+        f, t = int(e["from"], 16), int(e["to"], 16)
+        u = block_of(f)
+        v = by_addr.get(t, -1)
+        if u < 0 or v < 0 or cfg.block_func[u] != cfg.block_func[v]:
+            continue
+        # a branch to the entry of its own function is a (recursive) call, not a CFG edge
+        if v == m.function_blocks(int(cfg.block_func[v])).start:
+            continue
+        taken[(u, v)] = taken.get((u, v), 0) + e["count"]
+        out_in_func[u] = out_in_func.get(u, 0) + e["count"]
+    src, dst, kind = cfg.edges()
+    et: dict[tuple[int, int], int] = {}
+    for u, v, k in zip(src.tolist(), dst.tolist(), kind.tolist()):
+        if k == S_FALLTHROUGH:
+            if bt[u] >= 0:
+                et[(u, v)] = max(int(bt[u]) - out_in_func.get(u, 0), 0)
+        else:
+            et[(u, v)] = taken.get((u, v), 0)
+    return bt, et
+
+
+def weighted_error(est: dict | np.ndarray, truth: dict | np.ndarray) -> float:
+    if isinstance(truth, dict):
+        keys = list(truth)
+        t = np.array([truth[k] for k in keys], np.float64)
+        e = np.array([est.get(k, 0) for k in keys], np.float64)
+    else:
+        ok = truth >= 0
+        t, e = truth[ok].astype(np.float64), np.asarray(est)[ok].astype(np.float64)
+    if not t.sum():
+        return 0.0
+    s = t.sum() / e.sum() if e.sum() else 0.0
+    return float(np.abs(e * s - t).sum() / t.sum())
+
+
+def naive_edges(w: np.ndarray, cfg) -> dict[tuple[int, int], float]:
+    src, dst, _ = cfg.edges()
+    c = w.astype(np.float64)
+    tot = np.bincount(src, weights=c[dst], minlength=len(c))
+    deg = np.bincount(src, minlength=len(c))
+    share = np.where(tot[src] > 0, c[dst] / np.where(tot[src] > 0, tot[src], 1),
+                     1.0 / np.maximum(deg[src], 1))
+    return dict(zip(zip(src.tolist(), dst.tolist()), (c[src] * share).tolist()))
+
+
+def edges_dict(f: np.ndarray, t: np.ndarray, c: np.ndarray) -> dict[tuple[int, int], int]:
+    out: dict[tuple[int, int], int] = {}
+    for u, v, n in zip(f.tolist(), t.tolist(), c.tolist()):
+        out[(u, v)] = out.get((u, v), 0) + n
+    return out
+
+
+# ----------------------------------------------------------------------------- accuracy
+def accuracy(models: list[str], solver: str) -> list[dict]:
+    man = json.load(open(os.path.join(CORPUS, "manifest.json")))
+    bins = {b["name"]: os.path.join(CORPUS, b["path"]) for b in man["binaries"]}
+    lbrs = {p["name"]: p for p in man["profiles"] if "lbr" in p.get("kinds", [])}
+    rows = []
+    for ip in man.get("ip_profiles", []):
+        binary = bins[ip["binaries"][0]]
+        b = load_binary(binary)
+        cfg = recover_cfg(b)
+        exact = json.load(open(os.path.join(CORPUS, ip["exact_counts"])))
+        bt, et = truth_of(exact, cfg)
+        res = annotate([os.path.join(CORPUS, ip["path"])], binary)
+        row = {"program": ip["name"], "samples_in_blocks": int(res.block_samples.sum())}
+        w, _ = block_weights(res.block_samples, cfg, "insn")
+        row["naive"] = (weighted_error(w, bt), weighted_error(naive_edges(w, cfg), et))
+        for model in models:
+            inf = infer_counts(cfg, res.block_samples, solver=solver, model=model)
+            row[f"inferred/{model}"] = (
+                weighted_error(inf.block_count, bt),
+                weighted_error(edges_dict(inf.edge_from, inf.edge_to, inf.edge_count), et))
+            if model == models[0]:
+                row["quality"] = inf.quality.to_json()
+        lbr = lbrs.get(ip["lbr_case"])
+        if lbr is not None:
+            lres = annotate([os.path.join(CORPUS, lbr["path"])], binary)
+            same = lres.edge_kind >= 0
+            row["lbr"] = (weighted_error(lres.block_count, bt),
+                          weighted_error(edges_dict(lres.edge_from[same], lres.edge_to[same],
+                                                    lres.edge_count[same]), et))
+        rows.append(row)
+    return rows
+
+
+def print_accuracy(rows: list[dict]) -> None:
+    cols = [k for k in rows[0] if isinstance(rows[0][k], tuple)] if rows else []
+    print("weighted error (block / edge), sum|est*s - exact| / sum exact")
+    print(f"{'program':28s} {'samples':>8s} " + " ".join(f"{c:>20s}" for c in cols))
+    for r in rows:
+        cells = " ".join(f"{100 * r[c][0]:8.1f}% / {100 * r[c][1]:6.1f}%" for c in cols)
+        print(f"{r['program']:28s} {r['samples_in_blocks']:8d} {cells}")
+    for r in rows:
+        q = r.get("quality", {})
+        print(f"  {r['program']}: reachable share {q.get('reachable_share')}, imbalance "
+              f"{q.get('imbalance_before')} -> {q.get('imbalance_after')}, solver "
+              f"{q.get('solver')}")
+
+
+# ----------------------------------------------------------------------------- speed
+def speed(workdir: str, solvers: list[str]) -> None:
+    sys.path.insert(0, HERE)
+    import bench_annotate as ba
+
+    os.makedirs(workdir, exist_ok=True)
+    exe = ba.build_program(workdir, 20000)
+    data = os.path.join(workdir, "ip.perf.data")
+    if not os.path.exists(data):
+        ba.record_ip(workdir, exe, data) if hasattr(ba, "record_ip") else None
+    if not os.path.exists(data):
+        print(f"speed: no profile at {data}: run bench/bench_annotate.py first")
+        return
+    t0 = time.perf_counter()
+    res = annotate([data], exe)
+    t1 = time.perf_counter()
+    b = load_binary(exe)
+    cfg = recover_cfg(b)
+    t2 = time.perf_counter()
+    print(f"annotate {t1 - t0:.2f} s; CFG recovery of {b.block_map.num_functions} functions "
+          f"{t2 - t1:.2f} s")
+    for s in solvers:
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            inf = infer_counts(cfg, res.block_samples, solver=s)
+            times.append(time.perf_counter() - t)
+        q = inf.quality
+        print(f"inference, solver {s:8s}: {q.functions} functions, {q.blocks} blocks: "
+              f"{min(times):.2f} s (best of 3, max {max(times):.2f})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--speed", action="store_true")
+    ap.add_argument("--workdir", default="/tmp/bbmap-bench-annotate")
+    ap.add_argument("--solver", default="auto")
+    ap.add_argument("--models", default=",".join(SAMPLE_MODELS))
+    ap.add_argument("--solvers", default="ortools,scipy,builtin")
+    args = ap.parse_args()
+    print_accuracy(accuracy(args.models.split(","), args.solver))
+    if args.speed:
+        speed(args.workdir, args.solvers.split(","))
+
+
+if __name__ == "__main__":
+    main()
