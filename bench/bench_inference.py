@@ -125,8 +125,13 @@ def edges_dict(f: np.ndarray, t: np.ndarray, c: np.ndarray) -> dict[tuple[int, i
 
 
 # ----------------------------------------------------------------------------- accuracy
+def _json(path: str) -> dict:
+    with open(path) as fh:
+        return json.load(fh)
+
+
 def accuracy(models: list[str], solver: str) -> list[dict]:
-    man = json.load(open(os.path.join(CORPUS, "manifest.json")))
+    man = _json(os.path.join(CORPUS, "manifest.json"))
     bins = {b["name"]: os.path.join(CORPUS, b["path"]) for b in man["binaries"]}
     lbrs = {p["name"]: p for p in man["profiles"] if "lbr" in p.get("kinds", [])}
     rows = []
@@ -134,7 +139,7 @@ def accuracy(models: list[str], solver: str) -> list[dict]:
         binary = bins[ip["binaries"][0]]
         b = load_binary(binary)
         cfg = recover_cfg(b)
-        exact = json.load(open(os.path.join(CORPUS, ip["exact_counts"])))
+        exact = _json(os.path.join(CORPUS, ip["exact_counts"]))
         bt, et = truth_of(exact, cfg)
         res = annotate([os.path.join(CORPUS, ip["path"])], binary)
         row = {"program": ip["name"], "samples_in_blocks": int(res.block_samples.sum())}
