@@ -184,12 +184,7 @@ def speed(workdir: str, solvers: list[str]) -> None:
 
     os.makedirs(workdir, exist_ok=True)
     exe = ba.build_program(workdir, 20000)
-    data = os.path.join(workdir, "ip.perf.data")
-    if not os.path.exists(data):
-        ba.record_ip(workdir, exe, data) if hasattr(ba, "record_ip") else None
-    if not os.path.exists(data):
-        print(f"speed: no profile at {data}: run bench/bench_annotate.py first")
-        return
+    data = ba.record_ip(workdir, exe, 500_000)  # the profile bench_annotate.py times
     t0 = time.perf_counter()
     res = annotate([data], exe)
     t1 = time.perf_counter()

@@ -5,8 +5,8 @@ The top-level package re-exports :func:`annotate` as ``bbmap.annotate(paths, bin
 
 from __future__ import annotations
 
-from bbmap.aggregate.api import Annotator, annotate, expand_inputs
+from bbmap.aggregate.api import Annotator, annotate, apply_inference, expand_inputs
 from bbmap.aggregate.result import AnnotateResult
 
-__all__ = ["annotate", "AnnotateResult", "Annotator", "expand_inputs"]
+__all__ = ["annotate", "apply_inference", "AnnotateResult", "Annotator", "expand_inputs"]
 

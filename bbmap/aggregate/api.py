@@ -105,6 +105,7 @@ class Annotator:
             func_period=self.samples.func_period, edge_from=fb, edge_to=tb, edge_kind=kind,
             edge_count=cnt, has_lbr=self.acct.total_branches > 0,
             warnings=list(warnings), block_start=self.geom.start)
+        res.count_source = "lbr" if res.has_lbr else "none"
         if evidence is not None:
             evidence.hot_no_block = self.hot_no_block()
             status, msgs = diagnose(self.acct, evidence)
@@ -160,12 +161,16 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
              binary: str | os.PathLike, *, name_override: str | None = None,
              pid: int | None = None, demangle: bool = True,
              debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
-             chunk_samples: int = 65536, progress: ProgressFn | None = None
-             ) -> AnnotateResult:
+             chunk_samples: int = 65536, progress: ProgressFn | None = None,
+             inference: str = "auto", solver: str = "auto") -> AnnotateResult:
     """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged)
     onto the blocks of ``binary``.  Raises :class:`BBMapError` for unreadable inputs; a
     profile that maps nothing is *not* an exception: ``result.status`` and
-    ``result.warnings`` say why, and ``result.failed`` is true."""
+    ``result.warnings`` say why, and ``result.failed`` is true.
+
+    ``inference``: ``auto`` infers block and edge counts from the IP samples when the
+    profiles have no branch stacks, ``on`` always, ``off`` never (:func:`apply_inference`).
+    """
     from bbmap.aggregate.profile import read_profile
     from bbmap.binary import load_binary
 
@@ -203,8 +208,51 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
             f"newest entry; dropped entry 0 of those samples "
             f"({int(ann.acct.branch_buckets()['duplicate'])} records, --duplicate-lbr keep "
             "to keep them)"))
-    return ann.result(binary=os.fspath(binary), build_id=b.build_id, profiles=profiles,
-                      evidence=evidence, warnings=warnings)
+    res = ann.result(binary=os.fspath(binary), build_id=b.build_id, profiles=profiles,
+                     evidence=evidence, warnings=warnings)
+    apply_inference(res, b, inference, solver=solver)
+    return res
+
+
+INFERENCE_MODES = ("off", "auto", "on")
+
+
+def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: ANN001
+                    *, solver: str = "auto") -> AnnotateResult:
+    """Fill ``block_count`` and the edge columns with counts inferred from the IP samples
+    (``count_source = "inferred"``) when ``mode`` is ``on``, or ``auto`` and the result
+    has no LBR counts.  Derived data: call it on merged raw counts, never store its output
+    as raw counts.  ``binary`` is the :class:`~bbmap.binary.Binary` the result maps to."""
+    if mode not in INFERENCE_MODES:
+        raise BBMapError(f"--inference must be one of {', '.join(INFERENCE_MODES)}, "
+                         f"not {mode!r}")
+    if mode == "off" or (mode == "auto" and res.has_lbr):
+        return res
+    if not int(res.block_samples.sum()):
+        res.inference = {"status": "skipped", "reason": "no IP sample in a block"}
+        return res
+    from bbmap.aggregate.lbr import K_BRANCH, K_FALLTHROUGH
+    from bbmap.cfg import recover_cfg
+    from bbmap.inference.counts import infer_counts
+
+    try:
+        cfg = recover_cfg(binary, res.block_map)
+    except BBMapError as e:
+        res.inference = {"status": "skipped", "reason": str(e)}
+        res.warnings.append(Diagnostic(f"inference: {e}; counts not inferred",
+                                       severity="warning"))
+        return res
+    inf = infer_counts(cfg, res.block_samples, solver=solver)
+    res.block_count = inf.block_count
+    res.edge_from, res.edge_to = inf.edge_from, inf.edge_to
+    res.edge_kind = np.where(inf.edge_fallthrough, K_FALLTHROUGH, K_BRANCH).astype(np.int64)
+    res.edge_count = inf.edge_count
+    res.count_source = "inferred"
+    res.inference = {"status": "ok", **inf.quality.to_json()}
+    for attr in ("_cols",):
+        if hasattr(res, attr):
+            delattr(res, attr)
+    return res
 
 
 def producer_of(b) -> str | None:  # noqa: ANN001 - a bbmap.binary.Binary

@@ -73,6 +73,16 @@ class AnnotateResult:
     warnings: list[Diagnostic] = field(default_factory=list)
     status: str = "ok"  # "ok" | "partial" | "nothing_mapped"
     block_start: np.ndarray | None = None  # u8 absolute block addresses
+    # where block_count and the edge columns come from: "lbr" (branch stacks), "inferred"
+    # (min-cost flow over the recovered CFG from IP samples, spec/inference.md) or "none"
+    count_source: str = "none"
+    inference: dict | None = None  # the inference quality report when count_source is
+    # "inferred" (or why inference did not run)
+
+    @property
+    def has_counts(self) -> bool:
+        """block_count and the edges hold execution estimates (LBR or inferred)."""
+        return self.count_source in ("lbr", "inferred")
 
     # ------------------------------------------------------------- helpers
     @property
@@ -195,6 +205,8 @@ class AnnotateResult:
             "status": self.status,
             "profiles": [p.to_json() for p in self.profiles],
             "totals": self.accounting.to_json(),
+            "count_source": self.count_source,
+            **({"inference": self.inference} if self.inference is not None else {}),
         }
 
     def to_json(self, top: int | None = None) -> dict:

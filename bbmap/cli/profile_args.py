@@ -24,6 +24,16 @@ _OPTIONS = (
                  default="auto", show_default=True,
                  help="the hardware's duplicated newest LBR entry: detect it per batch, or "
                       "always drop / always keep entry 0 when it equals entry 1"),
+    click.option("--inference", type=click.Choice(["off", "auto", "on"]), default="auto",
+                 show_default=True,
+                 help="infer block and edge counts from IP samples over the CFG recovered "
+                      "from the binary (min-cost flow): auto = when the profile has no "
+                      "branch stacks"),
+    click.option("--inference-solver", "inference_solver",
+                 type=click.Choice(["auto", "ortools", "builtin", "scipy"]), default="auto",
+                 show_default=True,
+                 help="min-cost flow solver: auto = OR-Tools if installed "
+                      "(pip install 'bbmap[inference]'), else the built-in one"),
 )
 
 
@@ -35,10 +45,12 @@ def profile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def annotate_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
-                    debug_dirs: tuple[str, ...], duplicate_lbr: str) -> dict[str, Any]:
+                    debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
+                    inference_solver: str = "auto") -> dict[str, Any]:
     """The options as ``bbmap.annotate`` keyword arguments."""
     return {"name_override": name, "pid": pid, "demangle": not no_demangle,
-            "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr]}
+            "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr],
+            "inference": inference, "solver": inference_solver}
 
 
 def split_inputs(inputs: tuple[str, ...], output: str | None, example: str

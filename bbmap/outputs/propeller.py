@@ -23,7 +23,7 @@ from bbmap.aggregate.result import AnnotateResult, FunctionView
 
 
 def _hotness(result: AnnotateResult) -> np.ndarray:
-    return result.block_count if result.has_lbr else result.block_samples
+    return result.block_count if result.has_counts else result.block_samples
 
 
 def function_clusters(result: AnnotateResult, fv: FunctionView) -> tuple[list[int], bool]:
@@ -41,7 +41,7 @@ def function_clusters(result: AnnotateResult, fv: FunctionView) -> tuple[list[in
     hot = h > 0
     hot[0] = True  # the entry block stays in the first cluster
     order: list[int] = []
-    if result.has_lbr:
+    if result.has_counts:
         ef, et = result.edge_from, result.edge_to
         sel = ((ef >= lo) & (ef < hi) & (et >= lo) & (et < hi)
                & np.isin(result.edge_kind, (K_BRANCH, K_FALLTHROUGH, K_OTHER)))
@@ -84,7 +84,7 @@ def render_propeller(result: AnnotateResult, *, version: int = 1) -> str:
         raise ValueError(f"cluster file version {version} (0 or 1)")
     lines = ["v1"] if version == 1 else []
     lines.append(f"# bbmap annotate: {result.binary}; hot blocks from "
-                 f"{'LBR execution counts' if result.has_lbr else 'IP samples'}")
+                 f"{_source_name(result)}")
     for fv in _hot_functions(result):
         ids, _ = function_clusters(result, fv)
         if not ids:
@@ -107,3 +107,9 @@ def render_symorder(result: AnnotateResult) -> str:
         if has_cold:
             cold.append(f"{name}.cold")
     return "\n".join(hot + cold) + ("\n" if hot else "")
+
+
+def _source_name(result: AnnotateResult) -> str:
+    return {"lbr": "LBR execution counts",
+            "inferred": "execution counts inferred from IP samples (min-cost flow)"}.get(
+        result.count_source, "IP samples")

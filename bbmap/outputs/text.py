@@ -58,11 +58,11 @@ def build_report(result: AnnotateResult, *, top: int = 20, blocks_per_function: 
 
 
 def _functions_table(result: AnnotateResult, hot, blocks_per_function: int) -> Table:  # noqa: ANN001
-    lbr = result.has_lbr
+    lbr = result.has_counts  # LBR or inferred execution estimates
     total = result.accounting.total_samples
     cols = ["function / block", "address range", "size", "flags", "samples", "share"]
     if lbr:
-        cols.append("count (LBR)")
+        cols.append("count (LBR)" if result.count_source == "lbr" else "count (inferred)")
     t = Table(f"Hottest functions (top {len(hot)}) and their hottest blocks", cols,
               {2, 4, 5, 6})
     m = result.block_map
