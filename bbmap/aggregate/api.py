@@ -34,7 +34,8 @@ class Annotator:
 
     def __init__(self, block_map: BlockMap, symbols: FunctionSymbols | None, *,
                  demangle: bool = True, drop_duplicate_newest: bool | None = None,
-                 sections: list | None = None, _tables: tuple | None = None) -> None:
+                 sections: list | None = None, _tables: tuple | None = None,
+                 cluster_stats: bool = False) -> None:
         self.block_map = block_map
         self.drop_duplicate_newest = drop_duplicate_newest
         if _tables is None:
@@ -43,8 +44,10 @@ class Annotator:
         self.functions, self.geom = _tables
         self.acct = Accounting()
         self.samples = SampleAggregator(block_map.num_blocks, self.functions, self.acct)
+        self.cluster_stats = cluster_stats
         self.branches = BranchAggregator(self.geom, self.acct,
-                                         drop_duplicate_newest=drop_duplicate_newest)
+                                         drop_duplicate_newest=drop_duplicate_newest,
+                                         cluster_stats=cluster_stats)
         self.no_block_funcs = np.zeros(self.functions.num_keys, np.int64)
 
     def add_batch(self, batch: SampleBatch, resolver: Resolver) -> None:
@@ -74,7 +77,7 @@ class Annotator:
     def fresh(self) -> Annotator:
         """An empty annotator sharing this one's tables (to aggregate one profile apart)."""
         return Annotator(self.block_map, None, drop_duplicate_newest=self.drop_duplicate_newest,
-                         _tables=(self.functions, self.geom))
+                         _tables=(self.functions, self.geom), cluster_stats=self.cluster_stats)
 
     def merge(self, other: Annotator) -> None:
         """Add the counts of an annotator made by :meth:`fresh`."""
@@ -104,7 +107,8 @@ class Annotator:
             block_count=self.branches.block_counts(), func_samples=self.samples.func_samples,
             func_period=self.samples.func_period, edge_from=fb, edge_to=tb, edge_kind=kind,
             edge_count=cnt, has_lbr=self.acct.total_branches > 0,
-            warnings=list(warnings), block_start=self.geom.start)
+            warnings=list(warnings), block_start=self.geom.start,
+            cluster=self.branches.cluster_moments())
         res.count_source = "lbr" if res.has_lbr else "none"
         if evidence is not None:
             evidence.hot_no_block = self.hot_no_block()
@@ -162,7 +166,8 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
              pid: int | None = None, demangle: bool = True,
              debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
              chunk_samples: int = 65536, progress: ProgressFn | None = None,
-             inference: str = "auto", solver: str = "auto") -> AnnotateResult:
+             inference: str = "auto", solver: str = "auto",
+             cluster_stats: bool = False) -> AnnotateResult:
     """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged)
     onto the blocks of ``binary``.  Raises :class:`BBMapError` for unreadable inputs; a
     profile that maps nothing is *not* an exception: ``result.status`` and
@@ -170,6 +175,8 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
 
     ``inference``: ``auto`` infers block and edge counts from the IP samples when the
     profiles have no branch stacks, ``on`` always, ``off`` never (:func:`apply_inference`).
+    ``cluster_stats`` also fills ``result.cluster`` (per-stack moments of the LBR counts,
+    which ``verify --profile`` turns into design effects; bbmap.aggregate.cluster).
     """
     from bbmap.aggregate.profile import read_profile
     from bbmap.binary import load_binary
@@ -181,7 +188,8 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
                          "sample can be in it; annotate the linked binary", file=os.fspath(binary))
     bm = b.block_map
     ann = Annotator(bm, b.symbols, demangle=demangle,
-                    drop_duplicate_newest=drop_duplicate_newest, sections=b.sections)
+                    drop_duplicate_newest=drop_duplicate_newest, sections=b.sections,
+                    cluster_stats=cluster_stats)
     from bbmap.index import BlockIndex
 
     index = BlockIndex(bm, b.symbols, b.sections)

@@ -35,6 +35,7 @@ from bbmap.aggregate.accounting import (
     RANGE_REASONS,
     Accounting,
 )
+from bbmap.aggregate.cluster import ClusterAccumulator, ClusterMoments
 from bbmap.aggregate.resolve import Resolved, Resolver
 from bbmap.model import MD_CAN_FALL_THROUGH, MD_HAS_RETURN, BlockMap
 
@@ -125,8 +126,16 @@ class BranchAggregator:
     per-block arrays plus the distinct edges)."""
 
     def __init__(self, geom: BlockGeometry, acct: Accounting, *,
-                 drop_duplicate_newest: bool | None = None) -> None:
+                 drop_duplicate_newest: bool | None = None, cluster_stats: bool = False
+                 ) -> None:
         self.geom = geom
+        self.cluster: ClusterAccumulator | None = None  # per-stack moments (opt-in)
+        if cluster_stats:
+            ent = geom.entry_block
+            is_entry = np.zeros(geom.num_blocks, bool)
+            is_entry[ent[ent >= 0]] = True
+            self.cluster = ClusterAccumulator(geom.num_blocks, ent[geom.func] if len(
+                geom.func) else np.zeros(0, np.int64), is_entry)
         self.acct = acct
         self.drop_duplicate_newest = drop_duplicate_newest  # None: detect per batch
         self.quirk_batches = 0  # batches in which the duplicated-newest quirk was seen
@@ -191,20 +200,29 @@ class BranchAggregator:
         dso = np.where(rf.where != IN_BLOCK, rf.dso, rt.dso)
         Accounting.add_named(self.acct.dso_branches, dso[where == OTHER_DSO], names)
         edge = np.flatnonzero(where == IN_BLOCK)
+        taken = None
         if len(edge):
             fb, tb = rf.block[edge], rt.block[edge]
             kind = self._kinds(fb, tb, rt.vaddr[edge], flg[edge])
             self._add_edges(fb, tb, kind)
+            br = kind == K_BRANCH
+            taken = (ksample[edge][br], fb[br], tb[br])
 
         # ---- fall-through ranges between consecutive kept entries of one sample
+        valid = None
         if len(kidx) >= 2:
             pair = np.flatnonzero(ksample[:-1] == ksample[1:])  # newer j, older j+1
             if len(pair):
-                self._add_ranges(rt, pair + 1, rf, pair)
+                valid = self._add_ranges(rt, pair + 1, rf, pair, ksample[pair])
+        if self.cluster is not None:
+            self._add_cluster(taken, valid)
 
     # --------------------------------------------------------------- ranges
     def _add_ranges(self, r_start: Resolved, i_start: np.ndarray, r_end: Resolved,
-                    i_end: np.ndarray) -> None:
+                    i_end: np.ndarray, stack: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Count the ranges; return the valid ones as (stack, start block, first block
+        entered, end block)."""
         g = self.geom
         self.acct.total_ranges += len(i_start)
         reason = np.full(len(i_start), R_VALID, np.int8)
@@ -227,7 +245,7 @@ class BranchAggregator:
         reason[bad] = R_NO_FT
         self.acct.add_ranges(reason)
         v = reason == R_VALID
-        s, e, va_s = s[v], e[v], va_s[v]
+        s, e, va_s, stack = s[v], e[v], va_s[v], stack[v]
         n = len(self._cover)
         # a block is *entered* by a range that holds its first instruction: a range that
         # starts inside a block (a return landing after its call) adds to the blocks after
@@ -238,6 +256,33 @@ class BranchAggregator:
         self._cover -= np.bincount(e[ok] + 1, minlength=n)
         self._ft += np.bincount(s, minlength=n)
         self._ft -= np.bincount(e, minlength=n)
+        return stack, s, first, e
+
+    def _add_cluster(self, taken: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+                     valid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
+                     ) -> None:
+        """Per-stack moments of this batch: block executions (as block_counts counts
+        them) and intra-function transfers (taken branches and fall-throughs)."""
+        z = np.zeros(0, np.int64)
+        c_stack = c_first = c_last = z
+        es, ef, et = [], [], []
+        if taken is not None:
+            es.append(taken[0].astype(np.int64))
+            ef.append(taken[1].astype(np.int64))
+            et.append(taken[2].astype(np.int64))
+        if valid is not None:
+            stack, s, first, e = valid
+            ok = first <= e
+            c_stack, c_first, c_last = stack[ok], first[ok], e[ok]
+            nft = (e - s).astype(np.int64)  # fall-throughs s->s+1 ... e-1->e
+            if nft.sum():
+                b = (np.repeat(s - np.cumsum(np.r_[0, nft[:-1]]), nft)
+                     + np.arange(int(nft.sum()))).astype(np.int64)
+                es.append(np.repeat(stack.astype(np.int64), nft))
+                ef.append(b)
+                et.append(b + 1)
+        cat = (lambda a: np.concatenate(a) if a else z)  # noqa: E731
+        self.cluster.add(c_stack, c_first, c_last, cat(es), cat(ef), cat(et))
 
     # ---------------------------------------------------------------- edges
     def _kinds(self, fb: np.ndarray, tb: np.ndarray, to_vaddr: np.ndarray,
@@ -286,6 +331,8 @@ class BranchAggregator:
         """Add another aggregator's counts (same geometry); accounting is merged apart."""
         self._cover += other._cover
         self._ft += other._ft
+        if self.cluster is not None and other.cluster is not None:
+            self.cluster.merge(other.cluster)
         self.quirk_batches += other.quirk_batches
         self.quirk_evidence = other.quirk_evidence or self.quirk_evidence
         other._fold()
@@ -297,6 +344,10 @@ class BranchAggregator:
     def block_counts(self) -> np.ndarray:
         """Execution estimate per block: valid fall-through ranges covering it."""
         return np.cumsum(self._cover)[:-1]
+
+    def cluster_moments(self) -> ClusterMoments | None:
+        """Per-stack moments (bbmap.aggregate.cluster), or None unless cluster_stats."""
+        return None if self.cluster is None else self.cluster.result()
 
     def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(from_block, to_block, kind, count) for taken and fall-through edges."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bbmap.aggregate.accounting import Accounting
+from bbmap.aggregate.cluster import ClusterMoments
 from bbmap.aggregate.functions import FunctionTable
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.errors import Diagnostic
@@ -73,6 +74,7 @@ class AnnotateResult:
     warnings: list[Diagnostic] = field(default_factory=list)
     status: str = "ok"  # "ok" | "partial" | "nothing_mapped"
     block_start: np.ndarray | None = None  # u8 absolute block addresses
+    cluster: ClusterMoments | None = None  # per-stack moments (annotate(cluster_stats=True))
     # where block_count and the edge columns come from: "lbr" (branch stacks), "inferred"
     # (min-cost flow over the recovered CFG from IP samples, spec/inference.md) or "none"
     count_source: str = "none"
