@@ -154,3 +154,125 @@ def assert_valid_bb_map(path: str | os.PathLike, checks: Iterable[str] | None = 
     if not report.ok:
         raise AssertionError("block map verification failed\n" + report.format())
     return report
+
+
+# ---------------------------------------------------------------- verify --profile
+def judge_profile(measured: Any, *, binary: str = "", profiles: Iterable[str] = (),
+                  threshold: float | None = None, freq_factor: float | None = None,
+                  confidence: float | None = None, functions: Iterable[str] | None = None,
+                  scale_lbr: bool = True) -> Any:
+    """Hold the PGO analysis map against already-measured counts.
+
+    ``measured`` is an ``AnnotateResult`` (or anything with its block map, ``block_count``
+    and edge columns: merged aggregates need no perf.data).  Its ``count_source``
+    (``"lbr"``, ``"inferred"``, ``"none"``) says where the counts came from; results
+    without it are taken as LBR when ``has_lbr`` is set.  Returns a
+    :class:`bbmap.verify.profile_report.ProfileReport`.
+    """
+    from bbmap.verify.profile import Options, compare, lbr_range_scale
+    from bbmap.verify.profile_report import ProfileReport
+
+    opt = _options(Options, threshold, freq_factor, confidence)
+    source = getattr(measured, "count_source", None)
+    if source is None:
+        source = "lbr" if getattr(measured, "has_lbr", False) else "none"
+    acct = getattr(measured, "accounting", None)
+    infos = getattr(measured, "profiles", []) or []
+    rep = ProfileReport(
+        binary=binary or str(getattr(measured, "binary", "")),
+        profiles=list(profiles) or [str(getattr(p, "path", p)) for p in infos],
+        count_source=source, options=opt, comparison=None,
+        profile_samples=int(getattr(acct, "total_samples", 0) or 0),
+        branch_records=int(getattr(acct, "total_branches", 0) or 0),
+        functions=None if functions is None else (
+            [functions] if isinstance(functions, str) else list(functions)))
+    for d in getattr(measured, "warnings", []) or []:
+        if getattr(d, "severity", "") == "error":
+            rep.errors.append(str(d))
+    m = measured.block_map
+    from bbmap.model import FEAT_BB_FREQ, FEAT_BR_PROB, FEAT_FUNC_ENTRY_COUNT
+
+    pgo = FEAT_BB_FREQ | FEAT_BR_PROB | FEAT_FUNC_ENTRY_COUNT
+    if not m.num_functions or not (m.func_feature & pgo).any():
+        rep.errors.append("the block map has no PGO analysis map (build with -mllvm "
+                          "-pgo-analysis-map=func-entry-count,bb-freq,br-prob)")
+        return rep
+    if source == "none":
+        rep.errors.append("the profile has no branch stacks (LBR) and no inferred counts: "
+                          "branch ratios and block counts cannot be measured (record with "
+                          "perf record -b, or use IP-only inference)")
+        return rep
+    if getattr(measured, "status", "ok") == "nothing_mapped":
+        rep.errors.append("no sample of the profile(s) mapped to a block of the binary")
+        return rep
+    scale = lbr_range_scale(acct) if (scale_lbr and source == "lbr" and acct) else 1.0
+    rep.lbr_scale = scale
+    rep.comparison = compare(measured, opt, count_source=source, lbr_scale=scale)
+    rep.notes.extend(rep.comparison.notes)
+    if source == "inferred":
+        rep.notes.append("counts are INFERRED from IP samples (no branch stacks): intervals "
+                         "treat them as observed counts and are optimistic")
+    if rep.functions is not None:
+        known = set(rep._names()) | {n for n in (m.func_name or []) if n}
+        missing = [f for f in rep.functions if f not in known]
+        if missing:
+            rep.errors.append(f"no function named {', '.join(missing)} in the block map")
+    return rep
+
+
+def verify_profile(binary: str | os.PathLike, perf_paths: Iterable[str | os.PathLike] | str,
+                   *, threshold: float | None = None, freq_factor: float | None = None,
+                   confidence: float | None = None, functions: Iterable[str] | None = None,
+                   **annotate_kwargs: Any) -> Any:
+    """``bbmap verify BINARY --profile PERF_DATA...``: annotate the profiles, then judge
+    every PGO belief of the binary's map (:func:`judge_profile`)."""
+    from bbmap.aggregate import annotate
+
+    paths = [os.fspath(perf_paths)] if isinstance(perf_paths, (str, os.PathLike)) else [
+        os.fspath(p) for p in perf_paths]
+    annotate_kwargs.setdefault("cluster_stats", True)
+    result = annotate(paths, os.fspath(binary), **annotate_kwargs)
+    return judge_profile(result, binary=os.fspath(binary), profiles=paths,
+                         threshold=threshold, freq_factor=freq_factor,
+                         confidence=confidence, functions=functions)
+
+
+def assert_pgo_map_matches(binary: str | os.PathLike,
+                           perf_paths: Iterable[str | os.PathLike] | str, *,
+                           functions: Iterable[str] | None = None,
+                           threshold: float | None = None, confidence: float | None = None,
+                           **annotate_kwargs: Any) -> Any:
+    """Raise AssertionError unless no branch (of ``functions``, default all) is off by more
+    than ``threshold``: every mismatched branch is listed with its block IDs and numbers.
+    Unknown branches (too few samples) do not fail; inputs that cannot be judged do."""
+    rep = verify_profile(binary, perf_paths, threshold=threshold, confidence=confidence,
+                         functions=functions, **annotate_kwargs)
+    problems = profile_problems(rep)
+    if problems:
+        raise AssertionError("PGO map does not match the profile\n" + "\n".join(problems))
+    return rep
+
+
+def profile_problems(rep: Any) -> list[str]:
+    """The lines an assertion prints: errors, then each mismatched branch."""
+    out = [f"  error: {e}" for e in rep.errors]
+    if rep.comparison is None and not out:
+        out.append("  error: nothing was judged")
+    for r in rep.mismatched_branches():
+        worst = max(r["successors"], key=lambda x: abs((x["measured"] or 0) - x["believed"]))
+        out.append(f"  {r['function']} block {r['block']} -> {worst['id']}: believed "
+                   f"{worst['believed']:.3f}, measured {worst['measured']:.3f} "
+                   f"[{worst['interval'][0]:.3f}, {worst['interval'][1]:.3f}] over "
+                   f"{r['executions']:.0f} executions"
+                   + (" (post-link CFG)" if r["source"] == "postlink" else ""))
+    return out
+
+
+def _options(cls: Any, threshold: float | None, freq_factor: float | None,
+             confidence: float | None) -> Any:
+    kw = {k: v for k, v in (("threshold", threshold), ("freq_factor", freq_factor),
+                            ("confidence", confidence)) if v is not None}
+    try:
+        return cls(**kw)
+    except ValueError as e:
+        raise BBMapError(str(e)) from None

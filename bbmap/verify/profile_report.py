@@ -1,0 +1,458 @@
+"""The ``verify --profile`` report: ranked mismatches, scores, JSON keyed by function and
+block ID, and the text a compiler engineer reads (spec/verify.md).
+
+Built from a :class:`bbmap.verify.profile.Comparison`; the statistics live there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bbmap.verify.profile import (
+    MATCHED,
+    MISMATCHED,
+    UNKNOWN,
+    VERDICTS,
+    BranchTable,
+    Comparison,
+    FreqTable,
+    Options,
+)
+
+TOP = 20  # mismatches listed in the text report (JSON lists all)
+JSON_FORMAT_VERSION = 1
+
+
+def _r(v: float, digits: int = 6) -> float | None:
+    """JSON-safe rounding (None for infinities)."""
+    v = float(v)
+    if not np.isfinite(v):
+        return None
+    return round(v, digits)
+
+
+@dataclass
+class ProfileReport:
+    """The PGO analysis map of one binary held against one run (or merged runs)."""
+
+    binary: str
+    profiles: list[str]
+    count_source: str  # "lbr" | "inferred" | "none"
+    options: Options
+    comparison: Comparison | None
+    profile_samples: int = 0  # samples read from the profiles
+    branch_records: int = 0  # LBR records read (0 for IP-only profiles)
+    lbr_scale: float = 1.0
+    functions: list[str] | None = None  # restrict judgement to these names (None: all)
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # inputs that make the result wrong
+
+    # ------------------------------------------------------------ selection
+    def _names(self) -> list[str]:
+        """A unique display key per block-map function: its name, or name@0xaddr when two
+        functions share a name (static functions of different files)."""
+        if not hasattr(self, "_keys"):
+            m = self.comparison.block_map if self.comparison else None
+            names = [] if m is None else [
+                n if n else f"0x{int(a):x}" for n, a in zip(
+                    m.func_name or [None] * m.num_functions, m.func_address.tolist())]
+            seen: dict[str, int] = {}
+            for n in names:
+                seen[n] = seen.get(n, 0) + 1
+            self._keys = [n if seen[n] == 1 else f"{n}@0x{int(a):x}"
+                          for n, a in zip(names, m.func_address.tolist())] if m else []
+        return self._keys
+
+    def _func_ok(self) -> np.ndarray:
+        """Per block-map function: is it selected (``functions``)?"""
+        keys = self._names()
+        if self.functions is None:
+            return np.ones(len(keys), bool)
+        want = set(self.functions)
+        m = self.comparison.block_map
+        raw = [n or "" for n in (m.func_name or [None] * m.num_functions)]
+        return np.array([k in want or r in want for k, r in zip(keys, raw)], bool)
+
+    def _fn(self, blocks: np.ndarray) -> np.ndarray:
+        return np.asarray(self.comparison.block_map.block_function(blocks), np.int64)
+
+    # --------------------------------------------------------------- rows
+    def branch_rows(self, source: str = "compiler") -> list[dict[str, Any]]:
+        """One dict per judged branch (selected functions), in map order."""
+        c = self.comparison
+        if c is None or source not in c.branches:
+            return []
+        t = c.branches[source]
+        m = c.block_map
+        keys = self._names()
+        sel = self._func_ok()
+        out = []
+        ptr = t.branch_rows
+        fns = self._fn(t.branch_block) if len(t.branch_block) else []
+        for i, b in enumerate(t.branch_block.tolist()):
+            f = int(fns[i])
+            if not sel[f]:
+                continue
+            lo, hi = int(ptr[i]), int(ptr[i + 1])
+            succ = []
+            for j in range(lo, hi):
+                n = float(t.executions[j])
+                succ.append({
+                    "id": int(m.block_id[t.target[j]]),
+                    "believed": _r(t.believed[j]),
+                    "measured": _r(t.taken[j] / n) if n > 0 else None,
+                    "interval": [_r(t.lo[j]), _r(t.hi[j])],
+                    "count": _r(t.taken[j], 3),
+                    "verdict": VERDICTS[t.verdict[j]]})
+            out.append({
+                "source": source, "function": keys[f], "function_address": int(
+                    m.func_address[f]), "block": int(m.block_id[b]),
+                "address": int(m.block_address(b)),
+                "verdict": VERDICTS[t.branch_verdict[i]],
+                "executions": _r(t.executions[lo], 3), "design_effect": _r(t.deff[lo], 3),
+                "delta": _r(t.branch_delta[i]), "off_by_at_least": _r(t.branch_off[i]),
+                "tv": _r(t.branch_tv[i]), "successors": succ})
+        return out
+
+    def block_rows(self, source: str = "compiler") -> list[dict[str, Any]]:
+        c = self.comparison
+        if c is None or source not in c.freqs:
+            return []
+        t: FreqTable = c.freqs[source]
+        m = c.block_map
+        keys = self._names()
+        sel = self._func_ok()
+        fns = self._fn(t.block) if len(t.block) else []
+        out = []
+        for i, b in enumerate(t.block.tolist()):
+            f = int(fns[i])
+            if not sel[f]:
+                continue
+            x, y = float(t.count[i]), float(t.entry_count[i])
+            out.append({
+                "source": source, "function": keys[f],
+                "function_address": int(m.func_address[f]), "block": int(m.block_id[b]),
+                "address": int(m.block_address(b)), "verdict": VERDICTS[t.verdict[i]],
+                "believed": _r(t.believed[i]),
+                "measured": _r(x / y) if y > 0 else None,
+                "interval": [_r(t.lo[i]), _r(t.hi[i])],
+                "count": _r(x, 3), "entry_count": _r(y, 3), "design_effect": _r(t.deff[i], 3),
+                "off_by_at_least_log2": _r(t.off[i], 3)})
+        return out
+
+    def entry_rows(self) -> list[dict[str, Any]]:
+        c = self.comparison
+        if c is None or c.entries is None:
+            return []
+        t = c.entries
+        m = c.block_map
+        keys = self._names()
+        sel = self._func_ok()
+        out = []
+        for i, f in enumerate(t.func.tolist()):
+            if not sel[f]:
+                continue
+            out.append({
+                "function": keys[f], "function_address": int(m.func_address[f]),
+                "verdict": VERDICTS[t.verdict[i]], "believed_count": int(t.believed[i]),
+                "believed_share": _r(t.share[i]),
+                "measured_share": _r(t.measured[i] / t.total) if t.total > 0 else None,
+                "interval": [_r(t.lo[i]), _r(t.hi[i])], "measured": _r(t.measured[i], 3),
+                "measured_total": _r(t.total, 3)})
+        return out
+
+    # ------------------------------------------------------------- verdicts
+    def sources(self) -> list[str]:
+        c = self.comparison
+        return [] if c is None else [s for s in ("compiler", "postlink")
+                                     if s in c.branches or s in c.freqs]
+
+    def mismatched_branches(self, source: str | None = None) -> list[dict[str, Any]]:
+        """Mismatched branches, worst first (the ranking of the report)."""
+        rows = [r for s in ([source] if source else self.sources())
+                for r in self.branch_rows(s) if r["verdict"] == "mismatched"]
+        rows.sort(key=lambda r: (-r["off_by_at_least"], -r["delta"], -r["executions"],
+                                 r["source"], r["function_address"], r["block"]))
+        return rows
+
+    def mismatched_blocks(self) -> list[dict[str, Any]]:
+        rows = [r for s in self.sources() for r in self.block_rows(s)
+                if r["verdict"] == "mismatched"]
+        rows.sort(key=lambda r: (-r["off_by_at_least_log2"], -r["count"], r["source"],
+                                 r["function_address"], r["block"]))
+        return rows
+
+    @property
+    def ok(self) -> bool:
+        """No error, something was judged, and no belief is mismatched."""
+        if self.errors or self.comparison is None:
+            return False
+        s = self.summary()
+        return not any(s[k]["mismatched"] for k in ("branches", "blocks", "entries"))
+
+    def summary(self) -> dict[str, Any]:
+        """Counts per verdict, execution-weighted scores, over the selected functions."""
+        if not hasattr(self, "_summary"):
+            self._summary = self._make_summary()
+        return self._summary
+
+    def _make_summary(self) -> dict[str, Any]:
+        def tally(rows: list[dict[str, Any]], weight: str) -> dict[str, Any]:
+            sampled = [r for r in rows if (r.get(weight) or 0) > 0]
+            d = {v: sum(1 for r in sampled if r["verdict"] == v) for v in VERDICTS}
+            d["sampled"] = len(sampled)
+            d["not_sampled"] = len(rows) - len(sampled)
+            return d
+
+        out: dict[str, Any] = {}
+        br = [r for s in self.sources() for r in self.branch_rows(s)]
+        out["branches"] = tally(br, "executions")
+        comp = self.branch_rows("compiler")
+        out["branches"]["score"] = _weighted_score(comp)
+        if "postlink" in self.sources():
+            out["branches"]["postlink_score"] = _weighted_score(self.branch_rows("postlink"))
+        bl = [r for s in self.sources() for r in self.block_rows(s)]
+        out["blocks"] = tally(bl, "count")
+        out["blocks"]["score"] = self._block_score()
+        en = self.entry_rows()
+        out["entries"] = tally(en, "measured")
+        out["entries"]["score"] = self._entry_score()
+        return out
+
+    def function_scores(self) -> dict[str, dict[str, Any]]:
+        """Per selected function with any judged belief: verdict counts and scores."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.branch_rows("compiler"):
+            d = out.setdefault(r["function"], _empty_fn(r["function_address"]))
+            _count(d["branches"], r, "executions")
+        for r in self.block_rows("compiler"):
+            d = out.setdefault(r["function"], _empty_fn(r["function_address"]))
+            _count(d["blocks"], r, "count")
+        for r in self.entry_rows():
+            d = out.setdefault(r["function"], _empty_fn(r["function_address"]))
+            d["entry"] = r["verdict"] if (r["measured"] or 0) > 0 else "not_sampled"
+        for name, d in out.items():
+            d["branches"]["score"] = _weighted_score(
+                [r for r in self.branch_rows("compiler") if r["function"] == name])
+            d["blocks"]["score"] = self._block_overlap().get(name)
+        return out
+
+    # --------------------------------------------------------------- scores
+    def _block_overlap(self) -> dict[str, float | None]:
+        """Per function: sum over its non-empty blocks of min(believed share, measured
+        share), the shares being freq / sum(freq) and count / sum(count)."""
+        if hasattr(self, "_overlap"):
+            return self._overlap
+        c = self.comparison
+        self._overlap: dict[str, float | None] = {}
+        self._overlap_w: dict[str, float] = {}
+        if c is None or "compiler" not in c.freqs:
+            return self._overlap
+        m = c.block_map
+        keys = self._names()
+        sel = self._func_ok()
+        fns = np.unique(self._fn(c.freqs["compiler"].block))
+        for f in fns.tolist():
+            if not sel[f]:
+                continue
+            blk = np.asarray(m.function_blocks(f))
+            blk = blk[m.block_size[blk] > 0]
+            fq = m.block_freq[blk].astype(np.float64)
+            ct = c.block_count[blk]
+            if fq.sum() <= 0 or ct.sum() <= 0:
+                self._overlap[keys[f]] = None
+                continue
+            self._overlap[keys[f]] = _r(np.minimum(fq / fq.sum(), ct / ct.sum()).sum())
+            self._overlap_w[keys[f]] = float(ct.sum())
+        return self._overlap
+
+    def _block_score(self) -> float | None:
+        ov = self._block_overlap()
+        w = self._overlap_w
+        tot = sum(w.values())
+        if not tot:
+            return None
+        return _r(sum(ov[k] * w[k] for k in w) / tot)
+
+    def _entry_score(self) -> float | None:
+        rows = [r for r in self.entry_rows()]
+        if not rows or not any((r["measured"] or 0) > 0 for r in rows):
+            return None
+        tot = sum(r["measured"] or 0 for r in rows)
+        bel = sum(r["believed_count"] for r in rows)
+        if tot <= 0 or bel <= 0:
+            return None
+        return _r(sum(min(r["believed_count"] / bel, (r["measured"] or 0) / tot)
+                      for r in rows))
+
+    # ----------------------------------------------------------------- JSON
+    def to_json(self) -> dict[str, Any]:
+        fns: dict[str, dict[str, Any]] = {}
+        scores = self.function_scores()
+
+        def fn(r: dict[str, Any]) -> dict[str, Any]:
+            return fns.setdefault(r["function"], {
+                "address": r["function_address"], "entry": None,
+                "scores": {k: scores.get(r["function"], _empty_fn(0))[k]
+                           for k in ("branches", "blocks")},
+                "branches": {}, "blocks": {}})
+
+        for r in self.entry_rows():
+            fn(r)["entry"] = {k: v for k, v in r.items()
+                              if k not in ("function", "function_address")}
+        for s in self.sources():
+            for r in self.branch_rows(s):
+                d = fn(r) if s == "compiler" else fn(r).setdefault(
+                    "postlink", {"branches": {}, "blocks": {}})
+                d["branches"][str(r["block"])] = _strip(r)
+            for r in self.block_rows(s):
+                d = fn(r) if s == "compiler" else fn(r).setdefault(
+                    "postlink", {"branches": {}, "blocks": {}})
+                d["blocks"][str(r["block"])] = _strip(r)
+        return {
+            "format_version": JSON_FORMAT_VERSION,
+            "binary": self.binary, "profiles": self.profiles, "ok": self.ok,
+            "count_source": self.count_source, "options": self.options.to_json(),
+            "samples": self.profile_samples, "branch_records": self.branch_records,
+            "lbr_scale": _r(self.lbr_scale), "sources": self.sources(),
+            "summary": self.summary(),
+            "worst_branches": [_rank(r) for r in self.mismatched_branches()],
+            "worst_blocks": [_rank(r) for r in self.mismatched_blocks()],
+            "functions": dict(sorted(fns.items(), key=lambda kv: (kv[1]["address"], kv[0]))),
+            "notes": self.notes, "errors": self.errors,
+        }
+
+    # ----------------------------------------------------------------- text
+    def format(self, *, top: int = TOP) -> str:
+        o = self.options
+        src = {"lbr": "LBR", "inferred": "INFERRED from IP samples",
+               "none": "no branch counts"}.get(self.count_source, self.count_source)
+        head = (f"{self.binary}: PGO map vs {len(self.profiles)} profile(s) ({src}; "
+                f"{self.profile_samples} samples"
+                + (f", {self.branch_records} branch records" if self.branch_records else "")
+                + f"): {'OK' if self.ok else 'MISMATCHED' if self.comparison else 'FAILED'}")
+        lines = [head]
+        for e in self.errors:
+            lines.append(f"  error: {e}")
+        if self.comparison is None:
+            lines += [f"  note: {n}" for n in self.notes]
+            return "\n".join(lines)
+        s = self.summary()
+        pct = int(round(o.confidence * 100))
+        b = s["branches"]
+        lines.append(
+            f"  branches: {b['matched']} matched, {b['mismatched']} mismatched, "
+            f"{b['unknown']} unknown of {b['sampled']} sampled ({b['not_sampled']} not "
+            f"sampled); threshold +-{o.threshold:g}, {pct}% Wilson intervals; score "
+            f"{_fmt(b['score'])}" + (f", post-link score {_fmt(b['postlink_score'])}"
+                                     if "postlink_score" in b else ""))
+        k = s["blocks"]
+        lines.append(
+            f"  block frequencies: {k['matched']} matched, {k['mismatched']} mismatched, "
+            f"{k['unknown']} unknown of {k['sampled']} sampled ({k['not_sampled']} not "
+            f"sampled); factor {o.freq_factor:g}; overlap {_fmt(k['score'])}")
+        e = s["entries"]
+        lines.append(
+            f"  entry counts: {e['matched']} matched, {e['mismatched']} mismatched, "
+            f"{e['unknown']} unknown of {e['sampled']} sampled ({e['not_sampled']} not "
+            f"sampled); overlap {_fmt(e['score'])}")
+        worst = self.mismatched_branches()
+        if worst:
+            lines.append(f"  worst branches (of {len(worst)} mismatched):")
+            lines.append(f"    {'#':>3}  {'function':<24} {'block -> succ':<14} "
+                         f"{'believed':>8}  {'measured [interval]':<22} {'executions':>10}")
+            for i, r in enumerate(worst[:top], 1):
+                sw = max(r["successors"], key=lambda x: (
+                    abs((x["measured"] or 0) - x["believed"]), -x["id"]))
+                tag = " (post-link)" if r["source"] == "postlink" else ""
+                lines.append(
+                    f"    {i:>3}  {_clip(r['function'], 24):<24} "
+                    f"{str(r['block']) + ' -> ' + str(sw['id']):<14} {sw['believed']:>8.3f}  "
+                    f"{_fmt(sw['measured'])} [{_fmt(sw['interval'][0])}, "
+                    f"{_fmt(sw['interval'][1])}]{'':<4} {_cnt(r['executions']):>10}{tag}")
+            if len(worst) > top:
+                lines.append(f"    ... and {len(worst) - top} more (--top, or --json)")
+        wb = self.mismatched_blocks()
+        if wb:
+            lines.append(f"  worst block frequencies (relative to the entry; of {len(wb)} "
+                         "mismatched):")
+            lines.append(f"    {'#':>3}  {'function':<24} {'block':>5}  {'believed':>10}  "
+                         f"{'measured [interval]':<28} {'count/entry':>14}")
+            for i, r in enumerate(wb[:top], 1):
+                tag = " (post-link)" if r["source"] == "postlink" else ""
+                lines.append(
+                    f"    {i:>3}  {_clip(r['function'], 24):<24} {r['block']:>5}  "
+                    f"{_g(r['believed']):>10}  {_g(r['measured'])} [{_g(r['interval'][0])}, "
+                    f"{_g(r['interval'][1])}]{'':<6} "
+                    f"{_cnt(r['count'])}/{_cnt(r['entry_count']):<6}{tag}")
+            if len(wb) > top:
+                lines.append(f"    ... and {len(wb) - top} more")
+        ws = self.function_scores()
+        if ws:
+            lines.append("  per function (branches matched/mismatched/unknown, score; blocks "
+                         "m/x/?, overlap; entry):")
+            for name, d in sorted(ws.items(), key=lambda kv: (kv[1]["address"], kv[0])):
+                br, bk = d["branches"], d["blocks"]
+                lines.append(
+                    f"    {_clip(name, 28):<28} {br['matched']}/{br['mismatched']}/"
+                    f"{br['unknown']:<3} {_fmt(br['score']):>6}   {bk['matched']}/"
+                    f"{bk['mismatched']}/{bk['unknown']:<3} {_fmt(bk['score']):>6}   "
+                    f"{d['entry'] or '-'}")
+        for n in self.notes:
+            lines.append(f"  note: {n}")
+        return "\n".join(lines)
+
+
+def _empty_fn(addr: int) -> dict[str, Any]:
+    return {"address": addr, "entry": None,
+            "branches": {"matched": 0, "mismatched": 0, "unknown": 0, "not_sampled": 0},
+            "blocks": {"matched": 0, "mismatched": 0, "unknown": 0, "not_sampled": 0}}
+
+
+def _count(d: dict[str, Any], r: dict[str, Any], weight: str) -> None:
+    if (r.get(weight) or 0) > 0:
+        d[r["verdict"]] += 1
+    else:
+        d["not_sampled"] += 1
+
+
+def _weighted_score(rows: list[dict[str, Any]]) -> float | None:
+    """1 - execution-weighted mean total-variation distance over sampled branches."""
+    w = [(r["executions"] or 0, r["tv"]) for r in rows if (r["executions"] or 0) > 0]
+    tot = sum(x for x, _ in w)
+    if not tot:
+        return None
+    return _r(1.0 - sum(x * tv for x, tv in w) / tot)
+
+
+def _strip(r: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in r.items()
+            if k not in ("function", "function_address", "block", "source")}
+
+
+def _rank(r: dict[str, Any]) -> dict[str, Any]:
+    return dict(r)
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _g(v: float | None) -> str:
+    return "inf" if v is None else f"{v:.4g}"
+
+
+def _cnt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.0f}" if abs(v - round(v)) < 1e-9 or v >= 100 else f"{v:.1f}"
+
+
+def _clip(s: str, w: int) -> str:
+    return s if len(s) <= w else s[: w // 2 - 1] + "..." + s[-(w - w // 2 - 2):]
+
+
+__all__ = ["ProfileReport", "MATCHED", "MISMATCHED", "UNKNOWN", "BranchTable"]
