@@ -9,6 +9,7 @@ stays cheap for the pytest plugin and for scripts that need one layer only)::
     result = bbmap.annotate(["perf.data"], "a.out")   # per-block counts, edges, accounting
     from bbmap.verify import verify; verify("a.out")   # compiler-metadata checks
     bbmap.assert_valid_bb_map("a.out")           # for compiler test suites
+    rep = bbmap.verify_profile("a.out", ["perf.data"])  # PGO analysis map vs the run
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _EXPORTS = {
     "annotate": "bbmap.aggregate",
     "AnnotateResult": "bbmap.aggregate",
     "assert_valid_bb_map": "bbmap.verify",
+    "verify_profile": "bbmap.verify",
+    "assert_pgo_map_matches": "bbmap.verify",
     "BBMapError": "bbmap.errors",
 }
 

@@ -1,4 +1,8 @@
-"""``bbmap verify BINARY...``: check compiler-emitted block metadata; exit 0 only if clean."""
+"""``bbmap verify BINARY...``: check compiler-emitted block metadata; exit 0 only if clean.
+
+``bbmap verify BINARY --profile PERF_DATA...`` instead holds the binary's PGO analysis map
+against the measured run (bbmap.verify.profile); exit 0 only if no belief is mismatched.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from bbmap.cli import (
     main,
     refuse_output_over_input,
 )
-from bbmap.errors import BBMapError
+from bbmap.errors import BBMapError, UsageError
 
 
 def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
@@ -45,18 +49,59 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
 @click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
               help="Extra directory searched for a debug file by build-id.")
 @click.option("--list-checks", is_flag=True, help="List the checks and exit.")
+@click.option("--profile", "profiles", multiple=True, metavar="PERF_DATA",
+              help="Hold the PGO analysis map against this profile instead of running the "
+                   "checks (repeatable; further perf.data arguments after it count too; "
+                   "@listfile reads paths from a file).")
+@click.option("--threshold", type=float, default=None, metavar="P",
+              help="--profile: a branch matches when its measured probability is within "
+                   "+-P of the map's [default 0.2].")
+@click.option("--freq-factor", type=float, default=None, metavar="F",
+              help="--profile: block frequencies (relative to the entry) and entry-count "
+                   "shares match within a factor of F [default 2].")
+@click.option("--confidence", type=float, default=None, metavar="C",
+              help="--profile: two-sided confidence of the intervals [default 0.95].")
+@click.option("--function", "functions", multiple=True, metavar="NAME",
+              help="--profile: judge only this function (repeatable).")
+@click.option("--top", type=int, default=20, show_default=True,
+              help="--profile: mismatches listed in text output (JSON lists all).")
+@click.option("--name", "name", default=None,
+              help="--profile: the binary's file name as the profile mapped it.")
+@click.option("--pid", type=int, default=None, help="--profile: only samples of this process.")
+@click.option("--duplicate-lbr", "duplicate_lbr", type=click.Choice(["auto", "drop", "keep"]),
+              default="auto", show_default=True,
+              help="--profile: the hardware's duplicated newest LBR entry (as annotate).")
 @guarded
 def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool,
                show_coverage: bool, max_findings: int, output: str | None,
-               debug_dirs: tuple[str, ...], list_checks: bool) -> None:
+               debug_dirs: tuple[str, ...], list_checks: bool, profiles: tuple[str, ...],
+               threshold: float | None, freq_factor: float | None,
+               confidence: float | None, functions: tuple[str, ...], top: int,
+               name: str | None, pid: int | None, duplicate_lbr: str) -> None:
     """Check the basic-block address maps in each BINARY against its symbols and code.
 
-    Exit status: 0 when every selected check passes on every binary, 1 when a check
-    fails, 3 when a file cannot be read as ELF.
+    With --profile, hold BINARY's PGO analysis map (branch probabilities, block
+    frequencies, entry counts, post-link CFG) against what the profiled run did.
+
+    Exit status: 0 when every selected check passes on every binary (with --profile: no
+    belief is mismatched), 1 when a check fails (a belief is mismatched, or the profile
+    cannot be judged), 2 for a usage error, 3 when a file cannot be read.
     """
     from bbmap.verify.api import select_checks, verify
     from bbmap.verify.checks import CHECKS
 
+    if profiles:
+        _profile_mode(binaries, profiles, as_json=as_json, output=output,
+                      debug_dirs=debug_dirs, threshold=threshold, freq_factor=freq_factor,
+                      confidence=confidence, functions=functions, top=top, name=name,
+                      pid=pid, duplicate_lbr=duplicate_lbr, checks=checks)
+    profile_only = {"threshold": threshold, "freq_factor": freq_factor,
+                    "confidence": confidence, "name": name, "pid": pid}
+    given = [k.replace("_", "-") for k, v in profile_only.items() if v is not None]
+    given += ["function"] if functions else []
+    given += ["duplicate-lbr"] if duplicate_lbr != "auto" else []
+    if given:
+        raise UsageError(f"--{', --'.join(given)} only make sense with --profile PERF_DATA")
     if list_checks:
         for c in CHECKS.values():
             click.echo(f"{c.name:<24}{c.group:<14}{c.rule}")
@@ -93,3 +138,47 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
         sys.stdout.write(text)
         sys.stdout.flush()
     sys.exit(EXIT_FAILED if errors else EXIT_OK if ok else EXIT_PROBLEMS)
+
+
+def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_json: bool,
+                  output: str | None, debug_dirs: tuple[str, ...], threshold: float | None,
+                  freq_factor: float | None, confidence: float | None,
+                  functions: tuple[str, ...], top: int, name: str | None, pid: int | None,
+                  duplicate_lbr: str, checks: tuple[str, ...]) -> None:
+    """``verify BINARY --profile PERF_DATA...``: one binary, any number of profiles."""
+    from bbmap.aggregate.api import expand_inputs
+    from bbmap.cli.profile_args import DUPLICATE_LBR, _is_perf_data
+    from bbmap.verify.api import verify_profile
+
+    if checks:
+        raise UsageError("--check selects structural checks; --profile judges the PGO map "
+                         "against a run: run them as two commands")
+    # `--profile a.data b.data`: click gives b.data as a positional; take perf data back
+    extra = [b for b in binaries if _is_perf_data(b)]  # file and pipe mode: PERFILE2
+    bins = [b for b in binaries if b not in extra]
+    if len(bins) != 1:
+        raise UsageError("--profile judges one BINARY at a time "
+                         f"(got {len(bins)}: {', '.join(bins) or 'none'})")
+    binary = bins[0]
+    if _is_perf_data(binary):
+        raise UsageError(f"{binary} is perf data, not the binary")
+    perf = expand_inputs([*profiles, *extra])
+    refuse_output_over_input(output, [binary, *perf])
+    rep = verify_profile(binary, perf, threshold=threshold, freq_factor=freq_factor,
+                         confidence=confidence, functions=list(functions) or None,
+                         name_override=name, pid=pid, debug_dirs=debug_dirs,
+                         drop_duplicate_newest=DUPLICATE_LBR[duplicate_lbr])
+    if as_json:
+        text = json.dumps(rep.to_json(), indent=1) + "\n"
+    else:
+        text = rep.format(top=top) + "\n"
+    if output:
+        with atomic_open(output) as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    for e in rep.errors:
+        click.echo(f"bbmap: error: {e}", err=True)
+    sys.exit(EXIT_OK if rep.ok else EXIT_PROBLEMS)
+

@@ -16,6 +16,10 @@ _EXPORTS = {
     "VerifyReport": "bbmap.verify.api",
     "Finding": "bbmap.verify.context",
     "CHECKS": "bbmap.verify.checks",
+    "verify_profile": "bbmap.verify.api",
+    "judge_profile": "bbmap.verify.api",
+    "assert_pgo_map_matches": "bbmap.verify.api",
+    "ProfileReport": "bbmap.verify.profile_report",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -8,6 +8,15 @@ Kept import-light: it is loaded in every pytest run, so bbmap's heavy modules
         bb_map_verifier(exe)                       # fails the test with every finding
         bb_map_verifier(exe, checks=["md-return"]) # only some checks
         report = bb_map_verifier.report(exe)       # or inspect the VerifyReport
+
+    def test_pgo_map_holds(bb_map_verifier):       # the PGO analysis map against a run
+        bb_map_verifier.profile(exe, "perf.data", functions=["hot_loop"], threshold=0.1)
+        rep = bb_map_verifier.profile_report(exe, "perf.data")  # a ProfileReport
+
+``profile`` fails the test when any branch of the named functions (default: all) is
+mismatched - its measured probability lies, with the stated confidence, further than
+``threshold`` from the map's - listing each with its block IDs; branches with too few
+samples (unknown) do not fail it, a profile that cannot be judged does.
 """
 
 from __future__ import annotations
@@ -42,6 +51,35 @@ class BBMapVerifier:
         from bbmap.verify.api import verify
 
         return verify(path, checks, debug_dirs=self.debug_dirs)
+
+    def profile(self, path: str | os.PathLike,
+                perf_paths: str | os.PathLike | Iterable[str | os.PathLike], *,
+                functions: Iterable[str] | str | None = None, threshold: float | None = None,
+                confidence: float | None = None, **annotate_kwargs: Any) -> Any:
+        """Fail unless no branch (of ``functions``) is off by more than ``threshold``."""
+        __tracebackhide__ = True
+        from bbmap.errors import BBMapError
+        from bbmap.verify.api import profile_problems
+
+        try:
+            rep = self.profile_report(path, perf_paths, functions=functions,
+                                      threshold=threshold, confidence=confidence,
+                                      **annotate_kwargs)
+        except BBMapError as e:
+            pytest.fail(f"PGO map verification failed: {e}", pytrace=False)
+        problems = profile_problems(rep)
+        if problems:
+            pytest.fail("PGO map does not match the profile\n" + "\n".join(problems)
+                        + "\n" + rep.format(top=10), pytrace=False)
+        return rep
+
+    def profile_report(self, path: str | os.PathLike,
+                       perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
+                       **kwargs: Any) -> Any:
+        from bbmap.verify.api import verify_profile
+
+        kwargs.setdefault("debug_dirs", self.debug_dirs)
+        return verify_profile(path, perf_paths, **kwargs)
 
 
 @pytest.fixture
