@@ -163,7 +163,7 @@ def profile_common(name: str, d: Path, corpus: Path, bins: list[str], kinds: lis
 
 
 def lbr_entry(row: list[str], corpus: Path, known: set[str]) -> dict[str, Any]:
-    name, binary, _rounds, _every, variant = row
+    name, binary, _rounds, _every, variant = row[:5]  # a sixth field: the run's stdin
     d = corpus / "lbr" / name
     names = {"skylake": "skylake-quirk", "hw_index": "hw-index", "pipe": "pipe"}
     kinds = ["lbr"] + [names[v] for v in variant.split(",") if v != "none"]
