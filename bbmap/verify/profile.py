@@ -61,6 +61,9 @@ DEFAULT_THRESHOLD = 0.20  # |measured - believed| probability; llvm-profgen PR #
 # (pgo-accuracy-metrics-branch-probability-threshold) defaults to 20 percentage points
 DEFAULT_FREQ_FACTOR = 2.0  # relative block frequency / entry share within a factor of 2
 DEFAULT_CONFIDENCE = 0.95  # two-sided, for every Wilson interval
+RARE = 0.01  # relative frequencies (to the entry) and entry shares below this are "rare":
+# the factor band does not reach down to them, and rare matches rare, so a block the
+# belief says never runs is not mismatched because a run executes it once in 10,000
 EXIT_MIN = 1e-6  # believed probability mass of "leaves the function" that makes a block
 # with one successor a branch (sums of one block's numerators are 2^31 +- 1 by rounding)
 
@@ -149,6 +152,11 @@ def ratio_interval(x: np.ndarray, y: np.ndarray, z: float) -> tuple[np.ndarray, 
         rlo = np.where(lo < 1.0, lo / (1.0 - lo), np.inf)
         rhi = np.where(hi < 1.0, hi / (1.0 - hi), np.inf)
     return rlo, rhi
+
+
+def factor_band(v: np.ndarray, factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """``[v / factor, v * factor]``, widened to ``[0, RARE]`` at the rare end."""
+    return np.where(v >= RARE, v / factor, 0.0), np.maximum(v * factor, RARE)
 
 
 def _distance(lo: np.ndarray, hi: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -397,11 +405,12 @@ def _freq_table(m: BlockMap, source: str, fn: np.ndarray, entry: np.ndarray,
     d = ev.ratio_deff(blocks, e)  # one factor for both counts keeps their ratio
     lo, hi = ratio_interval(x / d, y / d, opt.z)
     f = opt.freq_factor
-    verdict = classify(lo, hi, r / f, r * f)
+    verdict = classify(lo, hi, *factor_band(r, f))
     with np.errstate(divide="ignore", invalid="ignore"):
+        # the least factor the belief is off by (the rare end measured against RARE)
         off = np.where(verdict == MISMATCHED,
-                       np.where(hi < r / f, np.log2(r / np.maximum(hi, 1e-300)),
-                                np.log2(lo / np.maximum(r, 1e-300))), 0.0)
+                       np.where(hi < r, np.log2(r / np.maximum(hi, 1e-300)),
+                                np.log2(lo / np.maximum(r, RARE))), 0.0)
     off = np.minimum(np.nan_to_num(off, nan=0.0, posinf=64.0), 64.0)
     return FreqTable(source, blocks, e, r, x, y, lo, hi, verdict, off, d)
 
@@ -478,8 +487,7 @@ def compare(measured: Measured, options: Options | None = None, *,
         share = believed / tot_b if tot_b > 0 else np.zeros(len(fe))
         d = ev.share_deff(entry[fe], float(ev.raw[entry[fe]].sum()))
         lo, hi = wilson(meas / d, tot_m / d, opt.z)
-        f = opt.freq_factor
-        verdict = classify(lo, hi, share / f, share * f)
+        verdict = classify(lo, hi, *factor_band(share, opt.freq_factor))
         cmp.entries = EntryTable(fe, m.func_entry_count[fe], share, meas, tot_m, lo, hi,
                                  verdict, d)
     return cmp

@@ -191,7 +191,9 @@ class ProfileReport:
         if self.errors or self.comparison is None:
             return False
         s = self.summary()
-        return not any(s[k]["mismatched"] for k in ("branches", "blocks", "entries"))
+        parts = [s[k] for k in ("branches", "blocks", "entries")]
+        parts += list(s.get("postlink", {}).values())
+        return not any(p["mismatched"] for p in parts)
 
     def summary(self) -> dict[str, Any]:
         """Counts per verdict, execution-weighted scores, over the selected functions."""
@@ -202,24 +204,30 @@ class ProfileReport:
     def _make_summary(self) -> dict[str, Any]:
         def tally(rows: list[dict[str, Any]], weight: str) -> dict[str, Any]:
             sampled = [r for r in rows if (r.get(weight) or 0) > 0]
-            d = {v: sum(1 for r in sampled if r["verdict"] == v) for v in VERDICTS}
+            d: dict[str, Any] = {v: sum(1 for r in sampled if r["verdict"] == v)
+                                 for v in VERDICTS}
             d["sampled"] = len(sampled)
             d["not_sampled"] = len(rows) - len(sampled)
+            tot = sum(r[weight] for r in sampled)
+            # how much of the measured evidence sits in each verdict
+            d["weight"] = {v: _r(sum(r[weight] for r in sampled if r["verdict"] == v)
+                                 / tot, 4) if tot else None for v in VERDICTS}
             return d
 
         out: dict[str, Any] = {}
-        br = [r for s in self.sources() for r in self.branch_rows(s)]
-        out["branches"] = tally(br, "executions")
         comp = self.branch_rows("compiler")
+        out["branches"] = tally(comp, "executions")
         out["branches"]["score"] = _weighted_score(comp)
-        if "postlink" in self.sources():
-            out["branches"]["postlink_score"] = _weighted_score(self.branch_rows("postlink"))
-        bl = [r for s in self.sources() for r in self.block_rows(s)]
-        out["blocks"] = tally(bl, "count")
+        out["blocks"] = tally(self.block_rows("compiler"), "count")
         out["blocks"]["score"] = self._block_score()
         en = self.entry_rows()
         out["entries"] = tally(en, "measured")
         out["entries"]["score"] = self._entry_score()
+        if "postlink" in self.sources():
+            pl = self.branch_rows("postlink")
+            out["postlink"] = {"branches": tally(pl, "executions"),
+                               "blocks": tally(self.block_rows("postlink"), "count")}
+            out["postlink"]["branches"]["score"] = _weighted_score(pl)
         return out
 
     def function_scores(self) -> dict[str, dict[str, Any]]:
@@ -344,21 +352,20 @@ class ProfileReport:
         pct = int(round(o.confidence * 100))
         b = s["branches"]
         lines.append(
-            f"  branches: {b['matched']} matched, {b['mismatched']} mismatched, "
-            f"{b['unknown']} unknown of {b['sampled']} sampled ({b['not_sampled']} not "
-            f"sampled); threshold +-{o.threshold:g}, {pct}% Wilson intervals; score "
-            f"{_fmt(b['score'])}" + (f", post-link score {_fmt(b['postlink_score'])}"
-                                     if "postlink_score" in b else ""))
+            f"  branches: {_verdicts(b)}; threshold +-{o.threshold:g}, {pct}% Wilson "
+            f"intervals; score {_fmt(b['score'])}")
         k = s["blocks"]
         lines.append(
-            f"  block frequencies: {k['matched']} matched, {k['mismatched']} mismatched, "
-            f"{k['unknown']} unknown of {k['sampled']} sampled ({k['not_sampled']} not "
-            f"sampled); factor {o.freq_factor:g}; overlap {_fmt(k['score'])}")
+            f"  block frequencies: {_verdicts(k)}; factor {o.freq_factor:g}; overlap "
+            f"{_fmt(k['score'])}")
+        if "postlink" in s:
+            pb, pk = s["postlink"]["branches"], s["postlink"]["blocks"]
+            lines.append(f"  post-link CFG branches: {_verdicts(pb)}; score "
+                         f"{_fmt(pb['score'])}")
+            lines.append(f"  post-link CFG block counts: {_verdicts(pk)}")
         e = s["entries"]
-        lines.append(
-            f"  entry counts: {e['matched']} matched, {e['mismatched']} mismatched, "
-            f"{e['unknown']} unknown of {e['sampled']} sampled ({e['not_sampled']} not "
-            f"sampled); overlap {_fmt(e['score'])}")
+        lines.append(f"  entry counts (share of all entries): {_verdicts(e)}; overlap "
+                     f"{_fmt(e['score'])}")
         worst = self.mismatched_branches()
         if worst:
             lines.append(f"  worst branches (of {len(worst)} mismatched):")
@@ -404,6 +411,13 @@ class ProfileReport:
         for n in self.notes:
             lines.append(f"  note: {n}")
         return "\n".join(lines)
+
+
+def _verdicts(d: dict[str, Any]) -> str:
+    w = d.get("weight", {}).get("matched")
+    share = f", {100 * w:.0f}% of the measured weight in matched" if w is not None else ""
+    return (f"{d['matched']} matched, {d['mismatched']} mismatched, {d['unknown']} unknown "
+            f"of {d['sampled']} sampled ({d['not_sampled']} not sampled{share})")
 
 
 def _empty_fn(addr: int) -> dict[str, Any]:
