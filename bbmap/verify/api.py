@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bbmap.errors import BBMapError
+from bbmap.errors import BBMapError, UsageError
 from bbmap.verify.checks import CHECKS
 from bbmap.verify.context import Finding, VerifyContext
 from bbmap.verify.coverage import Coverage
@@ -180,7 +180,7 @@ def judge_profile(measured: Any, *, binary: str = "", profiles: Iterable[str] = 
     infos = getattr(measured, "profiles", []) or []
     rep = ProfileReport(
         binary=binary or str(getattr(measured, "binary", "")),
-        profiles=list(profiles) or [str(getattr(p, "path", p)) for p in infos],
+        profiles=sorted(profiles) or sorted(str(getattr(p, "path", p)) for p in infos),
         count_source=source, options=opt, comparison=None,
         profile_samples=int(getattr(acct, "total_samples", 0) or 0),
         branch_records=int(getattr(acct, "total_branches", 0) or 0),
@@ -275,4 +275,4 @@ def _options(cls: Any, threshold: float | None, freq_factor: float | None,
     try:
         return cls(**kw)
     except ValueError as e:
-        raise BBMapError(str(e)) from None
+        raise UsageError(str(e)) from None
