@@ -211,7 +211,9 @@ def judge_profile(measured: Any, *, binary: str = "", profiles: Iterable[str] = 
     rep.notes.extend(rep.comparison.notes)
     if source == "inferred":
         rep.notes.append("counts are INFERRED from IP samples (no branch stacks): intervals "
-                         "treat them as observed counts and are optimistic")
+                         "count the IP samples behind each estimate but not the errors of "
+                         "the inference's cost model, so verdicts are indicative only "
+                         "(spec/verify.md); record with LBR (perf record -b) to be sure")
     if rep.functions is not None:
         known = set(rep._names()) | {n for n in (m.func_name or []) if n}
         missing = [f for f in rep.functions if f not in known]
@@ -241,21 +243,26 @@ def assert_pgo_map_matches(binary: str | os.PathLike,
                            perf_paths: Iterable[str | os.PathLike] | str, *,
                            functions: Iterable[str] | None = None,
                            threshold: float | None = None, confidence: float | None = None,
-                           **annotate_kwargs: Any) -> Any:
+                           allow_inferred: bool = False, **annotate_kwargs: Any) -> Any:
     """Raise AssertionError unless no branch (of ``functions``, default all) is off by more
     than ``threshold``: every mismatched branch is listed with its block IDs and numbers.
-    Unknown branches (too few samples) do not fail; inputs that cannot be judged do."""
+    Unknown branches (too few samples) do not fail; inputs that cannot be judged do, and so
+    do IP-only profiles unless ``allow_inferred`` (their counts are inferred, indicative)."""
     rep = verify_profile(binary, perf_paths, threshold=threshold, confidence=confidence,
                          functions=functions, **annotate_kwargs)
-    problems = profile_problems(rep)
+    problems = profile_problems(rep, allow_inferred=allow_inferred)
     if problems:
         raise AssertionError("PGO map does not match the profile\n" + "\n".join(problems))
     return rep
 
 
-def profile_problems(rep: Any) -> list[str]:
+def profile_problems(rep: Any, *, allow_inferred: bool = False) -> list[str]:
     """The lines an assertion prints: errors, then each mismatched branch."""
     out = [f"  error: {e}" for e in rep.errors]
+    if rep.count_source == "inferred" and not allow_inferred:
+        out.append("  error: the profile has no branch stacks; its counts are inferred from "
+                   "IP samples and too inexact to assert on (record with perf record -b, or "
+                   "pass allow_inferred=True)")
     if rep.comparison is None and not out:
         out.append("  error: nothing was judged")
     for r in rep.mismatched_branches():

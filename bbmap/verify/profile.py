@@ -274,6 +274,15 @@ class _Evidence:
     eraw: np.ndarray  # f8 their counts (as counted)
     out_raw: np.ndarray  # f8 per block: all intra-function transfers out of it
     moments: Any  # bbmap.aggregate.cluster.ClusterMoments or None
+    samples: np.ndarray | None = None  # f8 IP samples per block, when counts are inferred
+
+    def sample_deff(self, count: np.ndarray, samples: np.ndarray) -> np.ndarray:
+        """Inferred counts are flow estimates, not observations: the evidence behind them
+        is the IP samples.  The factor that turns ``count`` into that many trials (inf,
+        i.e. no evidence, where no sample backs it)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d = np.where(samples > 0, count / np.where(samples > 0, samples, 1), np.inf)
+        return np.where(count > 0, d, 1.0)
 
     def transfers(self, src: np.ndarray, tgt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         key = src * max(self.B, 1) + tgt
@@ -342,8 +351,11 @@ def _evidence(measured: Measured, lbr_scale: float) -> _Evidence:
     er = np.bincount(inv, weights=cnt, minlength=len(uk)) if len(uk) else cnt[:0]
     raw = np.asarray(measured.block_count, np.float64)
     out_raw = np.bincount(efrom, weights=cnt, minlength=B)[:B] if B else np.zeros(0)
+    inferred = getattr(measured, "count_source", None) == "inferred"
+    smp = getattr(measured, "block_samples", None)
     return _Evidence(B, raw * lbr_scale, raw, uk, ev, er, out_raw,
-                     getattr(measured, "cluster", None))
+                     getattr(measured, "cluster", None),
+                     np.asarray(smp, np.float64) if inferred and smp is not None else None)
 
 
 def _branch_table(m: BlockMap, source: str, targets: np.ndarray, rows: np.ndarray,
@@ -368,7 +380,15 @@ def _branch_table(m: BlockMap, source: str, targets: np.ndarray, rows: np.ndarra
     xo = has_exit[src]
     n = np.where(xo, np.maximum(ev.count[src], ksum[src]), ksum[src])
     n_raw = np.where(xo, np.maximum(ev.raw[src], k_raw), ev.out_raw[src])
-    d = ev.branch_deff(src, tgt, k_raw, n_raw, xo)
+    if ev.samples is not None:
+        # inferred: the split rests on the successors' IP samples, and a successor without
+        # samples (a lone ``ret`` rarely gets one) says nothing about how often it ran, so
+        # the evidence is the least-sampled successor's samples, once per successor
+        smin = np.full(B, np.inf)
+        np.minimum.at(smin, src, ev.samples[tgt])
+        d = ev.sample_deff(n, smin[src] * n_rows[src])
+    else:
+        d = ev.branch_deff(src, tgt, k_raw, n_raw, xo)
     lo, hi = wilson(k / d, n / d, opt.z)
     verdict = classify(lo, hi, p - opt.threshold, p + opt.threshold)
     t = BranchTable(source, src, tgt, p, k, n, lo, hi, verdict, d)
@@ -402,7 +422,10 @@ def _freq_table(m: BlockMap, source: str, fn: np.ndarray, entry: np.ndarray,
     blocks, e, fe = blocks[ok], e[ok], fe[ok]
     r = freq[blocks] / fe
     x, y = ev.count[blocks], ev.count[e]
-    d = ev.ratio_deff(blocks, e)  # one factor for both counts keeps their ratio
+    if ev.samples is not None:
+        d = ev.sample_deff(x + y, ev.samples[blocks] + ev.samples[e])
+    else:
+        d = ev.ratio_deff(blocks, e)  # one factor for both counts keeps their ratio
     lo, hi = ratio_interval(x / d, y / d, opt.z)
     f = opt.freq_factor
     verdict = classify(lo, hi, *factor_band(r, f))
@@ -485,7 +508,11 @@ def compare(measured: Measured, options: Options | None = None, *,
         meas = ev.count[entry[fe]]
         tot_b, tot_m = float(believed.sum()), float(meas.sum())
         share = believed / tot_b if tot_b > 0 else np.zeros(len(fe))
-        d = ev.share_deff(entry[fe], float(ev.raw[entry[fe]].sum()))
+        if ev.samples is not None:
+            d = ev.sample_deff(np.full(len(fe), tot_m),
+                               np.full(len(fe), float(ev.samples[entry[fe]].sum())))
+        else:
+            d = ev.share_deff(entry[fe], float(ev.raw[entry[fe]].sum()))
         lo, hi = wilson(meas / d, tot_m / d, opt.z)
         verdict = classify(lo, hi, *factor_band(share, opt.freq_factor))
         cmp.entries = EntryTable(fe, m.func_entry_count[fe], share, meas, tot_m, lo, hi,

@@ -16,7 +16,8 @@ Kept import-light: it is loaded in every pytest run, so bbmap's heavy modules
 ``profile`` fails the test when any branch of the named functions (default: all) is
 mismatched - its measured probability lies, with the stated confidence, further than
 ``threshold`` from the map's - listing each with its block IDs; branches with too few
-samples (unknown) do not fail it, a profile that cannot be judged does.
+samples (unknown) do not fail it, a profile that cannot be judged does, and so does an
+IP-only profile (inferred counts) unless ``allow_inferred=True``.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class BBMapVerifier:
     def profile(self, path: str | os.PathLike,
                 perf_paths: str | os.PathLike | Iterable[str | os.PathLike], *,
                 functions: Iterable[str] | str | None = None, threshold: float | None = None,
-                confidence: float | None = None, **annotate_kwargs: Any) -> Any:
+                confidence: float | None = None, allow_inferred: bool = False,
+                **annotate_kwargs: Any) -> Any:
         """Fail unless no branch (of ``functions``) is off by more than ``threshold``."""
         __tracebackhide__ = True
         from bbmap.errors import BBMapError
@@ -67,7 +69,7 @@ class BBMapVerifier:
                                       **annotate_kwargs)
         except BBMapError as e:
             pytest.fail(f"PGO map verification failed: {e}", pytrace=False)
-        problems = profile_problems(rep)
+        problems = profile_problems(rep, allow_inferred=allow_inferred)
         if problems:
             pytest.fail("PGO map does not match the profile\n" + "\n".join(problems)
                         + "\n" + rep.format(top=10), pytrace=False)
