@@ -26,13 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from bbmap.binary.types import FunctionSymbols, SectionInfo, parent_name
+from bbmap.buckets import IN_BLOCK, IN_FUNCTION_NO_BLOCK, OUTSIDE_FUNCTION, status_name
 from bbmap.model import BlockMap
 
-IN_BLOCK = 0
-IN_FUNCTION_NO_BLOCK = 1
-OUTSIDE_FUNCTION = 2
-STATUS_NAMES = {IN_BLOCK: "in-block", IN_FUNCTION_NO_BLOCK: "in-function-no-block",
-                OUTSIDE_FUNCTION: "outside-function"}
+# a lookup's status is its bucket (bbmap.buckets): the aggregate layer uses it as is
+STATUS_NAMES = {c: status_name(c) for c in (IN_BLOCK, IN_FUNCTION_NO_BLOCK, OUTSIDE_FUNCTION)}
 
 _U64_MAX = (1 << 64) - 1
 

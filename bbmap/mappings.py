@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from bbmap.buckets import IN_BINARY, KERNEL, OTHER_DSO, OTHER_PID, UNMAPPED, status_name
+from bbmap.buildid import build_ids_match
 from bbmap.errors import Diagnostics
 from bbmap.perf.records import (
     CPUMODE_GUEST_KERNEL,
@@ -44,13 +46,11 @@ from bbmap.translate import (
     mapping_vma_to_offset_array,
 )
 
-IN_BINARY = 0
-OTHER_DSO = 1
-KERNEL = 2
-UNMAPPED = 3
-FILTERED = 4  # a pid the caller did not ask for (``pid=``)
-WHERE_NAMES = {IN_BINARY: "in-binary", OTHER_DSO: "other-dso", KERNEL: "kernel",
-               UNMAPPED: "unmapped", FILTERED: "other-pid"}
+FILTERED = OTHER_PID  # a pid the caller did not ask for (``pid=``)
+# The codes ``classify`` gives (one enumeration with the index and accounting: buckets.py)
+WHERE_NAMES = {IN_BINARY: "in-binary", OTHER_DSO: status_name(OTHER_DSO),
+               KERNEL: status_name(KERNEL), UNMAPPED: status_name(UNMAPPED),
+               FILTERED: status_name(FILTERED)}
 
 KERNEL_START = 0xFFFF_8000_0000_0000  # x86-64 / AArch64 kernel half (BOLT's KernelBaseAddr)
 _END = (1 << 63) - 1
@@ -61,16 +61,6 @@ def is_anon_name(name: str) -> bool:
     return (name.startswith("//anon") or name.startswith("/anon_hugepage")
             or name.startswith("[anon:") or name.startswith("/dev/zero")
             or name.startswith("/memfd:"))
-
-
-def build_ids_match(a: str | None, b: str | None) -> bool:
-    """Equal after perf's zero padding (a 20-byte field holding a shorter id)."""
-    if not a or not b:
-        return False
-    a, b = a.lower(), b.lower()
-    n = min(len(a), len(b))
-    rest = a[n:] + b[n:]
-    return a[:n] == b[:n] and set(rest) <= {"0"}
 
 
 @dataclass
@@ -106,12 +96,12 @@ class Classified:
     mapping: np.ndarray  # i4 into ProfileMappings.mappings, else -1
 
     def counts(self) -> dict[str, int]:
-        c = np.bincount(self.where.astype(np.int64), minlength=len(WHERE_NAMES))
+        c = np.bincount(self.where.astype(np.int64), minlength=max(WHERE_NAMES) + 1)
         return {WHERE_NAMES[k]: int(c[k]) for k in WHERE_NAMES}
 
 
 @dataclass
-class Evidence:
+class MappingEvidence:
     """What the profile held, to explain an empty result and name the flag to try."""
 
     binary_path: str
@@ -244,7 +234,7 @@ class ProfileMappings:
     """The binary's mappings in one profile, per pid and exec generation."""
 
     def __init__(self, binary: Any, mappings: list[Mapping], dso_names: list[str],
-                 evidence: Evidence, diagnostics: Diagnostics, pid: int | None) -> None:
+                 evidence: MappingEvidence, diagnostics: Diagnostics, pid: int | None) -> None:
         self.binary = binary
         self.mappings = mappings
         self.dso_names = dso_names
@@ -273,7 +263,7 @@ class ProfileMappings:
         mmaps, runs = deduce_huge_pages(mmaps)
         dedup = {(m.seq): m for m in mmaps}
 
-        ev = Evidence(binary_path=str(binary.path), binary_build_id=binary.build_id,
+        ev = MappingEvidence(binary_path=str(binary.path), binary_build_id=binary.build_id,
                       huge_page_runs=runs)
         every_id: list[tuple[str, str]] = []  # a path can hold several builds over a run
         for e in build_ids:
@@ -516,7 +506,7 @@ def _part(m: Mapping, lo: int, hi: int, key: tuple[int, int], pid: int | None = 
                    base=m.base, deduced=m.deduced)
 
 
-def _matcher(binary: Any, ev: Evidence, name_override: str | None,
+def _matcher(binary: Any, ev: MappingEvidence, name_override: str | None,
              every_id: Sequence[tuple[str, str]] = ()):
     """Decide, per mmap, whether it is the binary; fills ``ev.matched_by``.
     ``every_id``: every (filename, build-id) of the profile, not only the first per name."""

@@ -11,30 +11,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Where an address ended up (the resolver's code); also the bucket index.
-IN_BLOCK = 0
-IN_FUNCTION_NO_BLOCK = 1
-OUTSIDE_FUNCTION = 2
-OTHER_DSO = 3
-KERNEL = 4
-UNMAPPED = 5
-OTHER_PID = 6  # a process excluded by ``--pid``
-DUPLICATE = 7  # branch records only: the hardware's duplicated newest LBR entry
-
-BUCKETS = ("in_block", "in_function_no_block", "outside_function", "other_dso", "kernel",
-           "unmapped", "other_pid")
-BRANCH_BUCKETS = (*BUCKETS, "duplicate")
-
-BUCKET_LABELS = {
-    "in_block": "in a basic block",
-    "in_function_no_block": "in a function, no block",
-    "outside_function": "in the binary, outside any function",
-    "other_dso": "in another DSO",
-    "kernel": "kernel",
-    "unmapped": "unmapped",
-    "other_pid": "other process (--pid)",
-    "duplicate": "duplicated newest LBR entry (dropped)",
-}
+# Where an address ended up (the resolver's code) is also the bucket index: one enumeration
+# for the mapping layer, the index and accounting (re-exported here for the aggregate layer).
+from bbmap.buckets import (  # noqa: F401 - re-exported
+    BRANCH_BUCKETS,
+    BUCKET_LABELS,
+    BUCKETS,
+    DUPLICATE,
+    IN_BLOCK,
+    IN_FUNCTION_NO_BLOCK,
+    KERNEL,
+    OTHER_DSO,
+    OTHER_PID,
+    OUTSIDE_FUNCTION,
+    UNMAPPED,
+)
 
 # Why a fall-through range between two consecutive LBR entries was not used.
 RANGE_REASONS = ("valid", "not_in_block", "reversed", "cross_function", "cross_range",

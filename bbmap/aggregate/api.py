@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from bbmap.aggregate.accounting import IN_FUNCTION_NO_BLOCK, Accounting
+from bbmap.aggregate.accounting import Accounting
 from bbmap.aggregate.explain import Evidence, diagnose
 from bbmap.aggregate.functions import FunctionTable
 from bbmap.aggregate.lbr import BlockGeometry, BranchAggregator
@@ -21,6 +21,7 @@ from bbmap.aggregate.resolve import Resolver
 from bbmap.aggregate.result import AnnotateResult, ProfileInfo
 from bbmap.aggregate.samples import SampleAggregator
 from bbmap.binary.types import FunctionSymbols
+from bbmap.buckets import IN_FUNCTION_NO_BLOCK
 from bbmap.errors import BBMapError, Diagnostic
 from bbmap.model import BlockMap
 from bbmap.perf.records import SampleBatch

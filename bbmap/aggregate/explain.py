@@ -12,15 +12,16 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from bbmap.aggregate.accounting import (
+from bbmap.aggregate.accounting import Accounting
+from bbmap.buckets import (
     IN_BLOCK,
     IN_FUNCTION_NO_BLOCK,
     KERNEL,
     OTHER_DSO,
     OTHER_PID,
     OUTSIDE_FUNCTION,
-    Accounting,
 )
+from bbmap.buildid import build_ids_match
 from bbmap.errors import Diagnostic
 
 STATUS_OK = "ok"
@@ -42,22 +43,6 @@ class Evidence:
     hot_no_block: list[tuple[str, int]] = field(default_factory=list)  # functions w/o blocks
     mapping_notes: list[str] = field(default_factory=list)  # the mapping layer's explanation
     undecoded_samples: int = 0  # SAMPLE records the reader had to drop (see its warnings)
-
-
-def norm_build_id(b: str | None) -> str | None:
-    """perf pads build-ids with zeros to 20 bytes; compare without the padding."""
-    if not b:
-        return None
-    b = b.lower()
-    return b.rstrip("0") or "0"
-
-
-def build_ids_match(a: str | None, b: str | None) -> bool:
-    na, nb = norm_build_id(a), norm_build_id(b)
-    if not na or not nb:
-        return False
-    n = min(len(na), len(nb))
-    return na[:n] == nb[:n]
 
 
 def flag_advice(producer: str | None) -> str:

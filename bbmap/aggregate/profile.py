@@ -15,9 +15,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-import numpy as np
-
-from bbmap.aggregate.accounting import KERNEL, OTHER_DSO, OTHER_PID, OUTSIDE_FUNCTION, UNMAPPED
 from bbmap.aggregate.explain import Evidence
 from bbmap.aggregate.resolve import IndexResolver
 from bbmap.aggregate.result import ProfileInfo
@@ -31,15 +28,7 @@ class MappingsSpace:
     """Adapter: :class:`bbmap.mappings.ProfileMappings` as an annotate AddressSpace."""
 
     def __init__(self, pm) -> None:  # noqa: ANN001 - a ProfileMappings
-        from bbmap import mappings as mp
-
         self.pm = pm
-        self._code = np.full(8, UNMAPPED, np.int8)
-        self._code[mp.IN_BINARY] = OUTSIDE_FUNCTION  # "in the binary"; the index refines it
-        self._code[mp.OTHER_DSO] = OTHER_DSO
-        self._code[mp.KERNEL] = KERNEL
-        self._code[mp.UNMAPPED] = UNMAPPED
-        self._code[mp.FILTERED] = OTHER_PID
 
     @property
     def dso_names(self) -> list[str]:
@@ -47,7 +36,9 @@ class MappingsSpace:
 
     def classify(self, addr, pid, seq, cpumode, time=None):  # noqa: ANN001, ANN201
         c = self.pm.classify(pid=pid, ip=addr, seq=seq, cpumode=cpumode, time=time)
-        return self._code[c.where], c.vaddr, c.dso
+        # the mapping layer's codes are buckets (bbmap.buckets); "in the binary" is
+        # OUTSIDE_FUNCTION until the index refines it
+        return c.where, c.vaddr, c.dso
 
 
 def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN001

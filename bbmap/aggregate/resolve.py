@@ -14,13 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from bbmap.aggregate.accounting import (
-    IN_BLOCK,
-    IN_FUNCTION_NO_BLOCK,
-    OTHER_DSO,
-    OUTSIDE_FUNCTION,
-    UNMAPPED,
-)
+from bbmap.buckets import IN_BLOCK, IN_FUNCTION_NO_BLOCK, OTHER_DSO, OUTSIDE_FUNCTION, UNMAPPED
 
 
 @dataclass

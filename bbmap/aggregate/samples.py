@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bbmap.aggregate.accounting import IN_BLOCK, OTHER_DSO, OUTSIDE_FUNCTION, Accounting
+from bbmap.aggregate.accounting import Accounting
 from bbmap.aggregate.functions import FunctionTable
 from bbmap.aggregate.resolve import Resolved
+from bbmap.buckets import IN_BLOCK, OTHER_DSO, OUTSIDE_FUNCTION
 
 
 def _add_weighted(acc: np.ndarray, idx: np.ndarray, weights: np.ndarray) -> None:

@@ -12,14 +12,9 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
-from bbmap.aggregate.accounting import (
-    BRANCH_BUCKETS,
-    BUCKET_LABELS,
-    BUCKETS,
-    RANGE_LABELS,
-    RANGE_REASONS,
-)
+from bbmap.aggregate.accounting import RANGE_LABELS, RANGE_REASONS
 from bbmap.aggregate.result import AnnotateResult
+from bbmap.buckets import BRANCH_BUCKETS, BUCKET_LABELS, BUCKETS
 
 
 @dataclass
