@@ -19,7 +19,23 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
+
+
+def lazy_exports(package: str, exports: dict[str, str]):  # noqa: ANN201 - (getattr, all)
+    """A package's ``__getattr__`` importing each name's module on first use, and its
+    ``__all__``: ``import bbmap`` (loaded by the pytest plugin in every pytest run) then
+    costs nothing until a name is used."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__, sorted(exports)
+
+
+__getattr__, __all__ = lazy_exports(__name__, {
     "load_binary": "bbmap.binary",
     "Binary": "bbmap.binary",
     "BlockMap": "bbmap.model",
@@ -30,13 +46,4 @@ _EXPORTS = {
     "verify_profile": "bbmap.verify",
     "assert_pgo_map_matches": "bbmap.verify",
     "BBMapError": "bbmap.errors",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bbmap' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+})

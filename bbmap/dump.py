@@ -24,8 +24,7 @@ from typing import IO
 import numpy as np
 
 from bbmap.binary import Binary, load_binary
-from bbmap.formats.bbaddrmap import SHT_LLVM_BB_ADDR_MAP, SHT_LLVM_BB_ADDR_MAP_V0
-from bbmap.model import (
+from bbmap.formats.bbaddrmap import (
     FEAT_BB_FREQ,
     FEAT_BB_HASH,
     FEAT_BR_PROB,
@@ -33,9 +32,10 @@ from bbmap.model import (
     FEAT_FUNC_ENTRY_COUNT,
     FEAT_POST_LINK_CFG,
     MD_NAMES,
-    BlockMap,
-    MapSource,
+    SHT_LLVM_BB_ADDR_MAP,
+    SHT_LLVM_BB_ADDR_MAP_V0,
 )
+from bbmap.model import BlockMap, MapSource
 
 _MD_JSON = []
 for _md in range(256):

@@ -21,46 +21,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Per-block metadata bits (BBEntry::Metadata).
-MD_HAS_RETURN = 0x01
-MD_HAS_TAIL_CALL = 0x02
-MD_IS_EH_PAD = 0x04
-MD_CAN_FALL_THROUGH = 0x08
-MD_HAS_INDIRECT_BRANCH = 0x10
-MD_NAMES = {
-    "has_return": MD_HAS_RETURN,
-    "has_tail_call": MD_HAS_TAIL_CALL,
-    "is_eh_pad": MD_IS_EH_PAD,
-    "can_fall_through": MD_CAN_FALL_THROUGH,
-    "has_indirect_branch": MD_HAS_INDIRECT_BRANCH,
-}
-
-# Per-function feature bits (BBAddrMap::Features).
-FEAT_FUNC_ENTRY_COUNT = 0x01
-FEAT_BB_FREQ = 0x02
-FEAT_BR_PROB = 0x04
-FEAT_MULTI_BB_RANGE = 0x08
-FEAT_OMIT_BB_ENTRIES = 0x10
-FEAT_CALLSITE_OFFSETS = 0x20
-FEAT_BB_HASH = 0x40
-FEAT_POST_LINK_CFG = 0x80
-FEATURE_NAMES = {
-    "func_entry_count": FEAT_FUNC_ENTRY_COUNT,
-    "bb_freq": FEAT_BB_FREQ,
-    "br_prob": FEAT_BR_PROB,
-    "multi_bb_range": FEAT_MULTI_BB_RANGE,
-    "omit_bb_entries": FEAT_OMIT_BB_ENTRIES,
-    "callsite_offsets": FEAT_CALLSITE_OFFSETS,
-    "bb_hash": FEAT_BB_HASH,
-    "post_link_cfg": FEAT_POST_LINK_CFG,
-}
+# The format's bits, declared in the format (kept importable from here for round-1 code).
+from bbmap.formats.bbaddrmap import (  # noqa: F401 - re-exported
+    FEAT_BB_FREQ,
+    FEAT_BB_HASH,
+    FEAT_BR_PROB,
+    FEAT_CALLSITE_OFFSETS,
+    FEAT_FUNC_ENTRY_COUNT,
+    FEAT_MULTI_BB_RANGE,
+    FEAT_OMIT_BB_ENTRIES,
+    FEAT_POST_LINK_CFG,
+    FEATURE_NAMES,
+    MD_CAN_FALL_THROUGH,
+    MD_HAS_INDIRECT_BRANCH,
+    MD_HAS_RETURN,
+    MD_HAS_TAIL_CALL,
+    MD_IS_EH_PAD,
+    MD_NAMES,
+    SHT_LLVM_BB_ADDR_MAP,
+    SHT_LLVM_BB_ADDR_MAP_V0,
+)
 
 # Where a function's map came from (``BlockMap.func_version`` for non-section sources).
 VERSION_LABEL_SYMBOLS = -1  # LLVM 11 unary ``a.BB.foo`` symbols
 VERSION_BB_INFO = -2  # the 2020 ``.bb_info`` proposal (seed 004)
-
-SHT_LLVM_BB_ADDR_MAP_V0 = 0x6FFF4C08
-SHT_LLVM_BB_ADDR_MAP = 0x6FFF4C0A
 
 
 @dataclass(frozen=True)

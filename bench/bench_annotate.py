@@ -168,7 +168,7 @@ def write_lbr(d: str, exe: str, gbytes: float) -> str:
     """A synthetic LBR profile: 32-entry stacks that walk real blocks of ``exe``."""
     from bbmap.binary import load_binary
     from bbmap.formats import perfdata as fmt
-    from bbmap.model import MD_CAN_FALL_THROUGH
+    from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH
     from bbmap.perf.writer import PerfWriter
 
     path = os.path.join(d, "lbr.data")

@@ -14,18 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from bbmap.aggregate.accounting import KERNEL, OTHER_DSO, OUTSIDE_FUNCTION, UNMAPPED
 from bbmap.binary.types import FunctionSymbols
+from bbmap.buckets import KERNEL, OTHER_DSO, OUTSIDE_FUNCTION, UNMAPPED
+from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_RETURN
 from bbmap.index import BlockIndex
-from bbmap.model import (
-    MD_CAN_FALL_THROUGH,
-    MD_HAS_RETURN,
-    BlockMapBuilder,
-    BlockRecord,
-    FunctionRecord,
-    MapSource,
-    RangeRecord,
-)
+from bbmap.model import BlockMapBuilder, BlockRecord, FunctionRecord, MapSource, RangeRecord
 from bbmap.perf.records import SampleBatch
 
 BASE = 0x5555_0000_0000

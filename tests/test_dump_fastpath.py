@@ -29,8 +29,7 @@ import bbmap.dump as fast
 from bbmap.binary import Binary, load_binary
 from bbmap.binary.writer import encode_map_fast, write_elf
 from bbmap.dump import dump, iter_json, write_json
-from bbmap.formats.bbaddrmap import SHT_LLVM_BB_ADDR_MAP, SHT_LLVM_BB_ADDR_MAP_V0
-from bbmap.model import (
+from bbmap.formats.bbaddrmap import (
     FEAT_BB_FREQ,
     FEAT_BB_HASH,
     FEAT_BR_PROB,
@@ -38,9 +37,10 @@ from bbmap.model import (
     FEAT_FUNC_ENTRY_COUNT,
     FEAT_POST_LINK_CFG,
     MD_NAMES,
-    BlockMap,
-    MapSource,
+    SHT_LLVM_BB_ADDR_MAP,
+    SHT_LLVM_BB_ADDR_MAP_V0,
 )
+from bbmap.model import BlockMap, MapSource
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import profile_cases
 
 from bbmap.aggregate import annotate
-from bbmap.model import MD_CAN_FALL_THROUGH, MD_HAS_RETURN
+from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_RETURN
 from bbmap.outputs.svg import HeatScale, esc, luminance, render_svg
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")

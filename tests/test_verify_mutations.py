@@ -15,10 +15,10 @@ from conftest import corpus_binary
 
 from bbmap.binary import disasm as D
 from bbmap.binary import load_binary
-from bbmap.model import MD_CAN_FALL_THROUGH as FT
-from bbmap.model import MD_HAS_INDIRECT_BRANCH as IND
-from bbmap.model import MD_HAS_RETURN as RET
-from bbmap.model import MD_HAS_TAIL_CALL as TC
+from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH as FT
+from bbmap.formats.bbaddrmap import MD_HAS_INDIRECT_BRANCH as IND
+from bbmap.formats.bbaddrmap import MD_HAS_RETURN as RET
+from bbmap.formats.bbaddrmap import MD_HAS_TAIL_CALL as TC
 from bbmap.verify import mutate
 from bbmap.verify.api import verify
 from bbmap.verify.checks import last_instructions

@@ -28,26 +28,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bbmap.aggregate.accounting import (
-    DUPLICATE,
-    IN_BLOCK,
-    OTHER_DSO,
-    RANGE_REASONS,
-    Accounting,
-)
+from bbmap.aggregate.accounting import RANGE_REASONS, Accounting
 from bbmap.aggregate.cluster import ClusterAccumulator, ClusterMoments
 from bbmap.aggregate.resolve import Resolved, Resolver
-from bbmap.model import MD_CAN_FALL_THROUGH, MD_HAS_RETURN, BlockMap
+from bbmap.buckets import DUPLICATE, IN_BLOCK, OTHER_DSO
+from bbmap.formats import perfdata as fmt
+from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_RETURN
+from bbmap.model import BlockMap
 
 # edge kinds (index into EDGE_KINDS)
 K_BRANCH, K_CALL, K_RETURN, K_OTHER, K_FALLTHROUGH = range(5)
 EDGE_KINDS = ("branch", "call", "return", "other", "fallthrough")
 
-# perf_branch_entry.flags type field (bits 20-23), filled with PERF_SAMPLE_BRANCH_TYPE_SAVE
-_BR_TYPE_SHIFT, _BR_TYPE_MASK = 20, 0xF
-_BR_CALLS = (4, 5, 9)  # CALL, IND_CALL, COND_CALL
-_BR_RETURNS = (6, 10)  # RET, COND_RET
-_BR_JUMPS = (1, 2, 3)  # COND, UNCOND, IND
+# perf_branch_entry.flags type field, filled with PERF_SAMPLE_BRANCH_TYPE_SAVE
+_BR_CALLS = (fmt.BR_TYPE_CALL, fmt.BR_TYPE_IND_CALL, fmt.BR_TYPE_COND_CALL)
+_BR_RETURNS = (fmt.BR_TYPE_RET, fmt.BR_TYPE_COND_RET)
+_BR_JUMPS = (fmt.BR_TYPE_COND, fmt.BR_TYPE_UNCOND, fmt.BR_TYPE_IND)
 
 R_VALID, R_NOT_IN_BLOCK, R_REVERSED, R_CROSS_FUNCTION, R_CROSS_RANGE, R_NO_FT = range(6)
 assert RANGE_REASONS[R_NO_FT] == "no_fall_through"
@@ -297,7 +293,7 @@ class BranchAggregator:
         ret = ((g.md[fb] & MD_HAS_RETURN) != 0) | ~at_start
         kind[ret & ~to_entry] = K_RETURN
         # the hardware's branch type, when recorded, overrides the guesses
-        t = (flags >> np.uint64(_BR_TYPE_SHIFT)) & np.uint64(_BR_TYPE_MASK)
+        t = (flags >> np.uint64(fmt.BRF_TYPE_SHIFT)) & np.uint64(fmt.BRF_TYPE_MASK)
         if t.any():
             kind[np.isin(t, _BR_CALLS)] = K_CALL
             kind[np.isin(t, _BR_RETURNS)] = K_RETURN

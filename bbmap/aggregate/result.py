@@ -16,7 +16,8 @@ from bbmap.aggregate.cluster import ClusterMoments
 from bbmap.aggregate.functions import FunctionTable
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.errors import Diagnostic
-from bbmap.model import MD_NAMES, BlockMap
+from bbmap.formats.bbaddrmap import MD_NAMES
+from bbmap.model import BlockMap
 
 JSON_FORMAT_VERSION = 1
 

@@ -27,11 +27,41 @@ import numpy as np
 from bbmap.binary.decode_ref import decode_records
 from bbmap.binary.mapinput import KIND_BB_INFO, KIND_V0, MapInput, Notes, check_record
 from bbmap.errors import Diagnostic
-from bbmap.formats.bbaddrmap import KNOWN_FEATURES, MAX_VERSION, min_block_bytes
-from bbmap.formats.leb128 import MAX_ULEB_BYTES
+from bbmap.formats.bbaddrmap import (
+    BLOCK_HASH_BYTES,
+    CALLSITE_COUNT_INDEX,
+    CALLSITE_ENTRY_ULEBS,
+    ENTRY_ULEBS,
+    ENTRY_ULEBS_NO_ID,
+    FEAT_BB_FREQ,
+    FEAT_BB_HASH,
+    FEAT_BR_PROB,
+    FEAT_CALLSITE_OFFSETS,
+    FEAT_FUNC_ENTRY_COUNT,
+    FEAT_MULTI_BB_RANGE,
+    FEAT_OMIT_BB_ENTRIES,
+    FEAT_PGO_ANALYSIS,
+    FEAT_PGO_BLOCKS,
+    FEAT_POST_LINK_CFG,
+    FEATURE_MIN_VERSION,
+    KNOWN_FEATURES,
+    KNOWN_METADATA,
+    MAX_VERSION,
+    METADATA_MAX,
+    SUCCESSOR_ULEBS,
+    UINT32_MAX,
+    VERSION_BLOCK_IDS,
+    VERSION_FEATURE_U16,
+    VERSION_UNVERSIONED,
+    min_block_bytes,
+)
+from bbmap.formats.leb128 import LEB_GROUP_BITS, LEB_MORE, LEB_PAYLOAD, MAX_ULEB_BYTES
 from bbmap.model import BlockMap, BlockMapBuilder
 
-U32 = 0xFFFFFFFF
+U32 = UINT32_MAX
+# Records with any of these features leave the inline walk of common records (one range of
+# plain or callsite entries, no PGO) for the general walk.
+_GENERAL_FEATURES = KNOWN_FEATURES & ~FEAT_CALLSITE_OFFSETS
 
 
 class _Stop(Exception):
@@ -39,7 +69,7 @@ class _Stop(Exception):
 
 
 _SLICE = 1 << 14  # bytes per np.flatnonzero call: its int64 result is reused heap
-_TERM_BYTES = bytes(1 if i < 0x80 else 0 for i in range(256))  # for bytes.translate
+_TERM_BYTES = bytes(1 if i < LEB_MORE else 0 for i in range(256))  # for bytes.translate
 
 
 def _terminators(mask: np.ndarray, itype: type) -> tuple[np.ndarray, np.ndarray]:
@@ -69,20 +99,21 @@ def _tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     the few decoded byte by byte.
     """
     itype = np.int32 if len(b) < 2**30 else np.int64
-    term, multi = _terminators(b < 0x80, itype)
+    term, multi = _terminators(b < LEB_MORE, itype)
     ntok = len(term)
     ml = term[multi] - np.where(multi > 0, term[np.maximum(multi - 1, 0)], -1)
     maxlen = int(ml.max()) if len(ml) else 1
     vtype = np.uint64 if maxlen > 4 else np.uint32
     vals = b[term].astype(vtype)
-    vals &= 0x7F
+    vals &= LEB_PAYLOAD
     bad = np.zeros(ntok, dtype="?")
     if len(multi):
         st = term[multi].astype(np.int64) - ml + 1
         v = np.zeros(len(multi), np.uint64)
         for i in range(min(maxlen, MAX_ULEB_BYTES)):
             sel = np.flatnonzero(ml > i)
-            v[sel] |= (b[st[sel] + i] & 0x7F).astype(np.uint64) << np.uint64(7 * i)
+            v[sel] |= (b[st[sel] + i] & LEB_PAYLOAD).astype(np.uint64) \
+                << np.uint64(LEB_GROUP_BITS * i)
         vals[multi] = v.astype(vtype)
         if maxlen >= MAX_ULEB_BYTES:
             bad[multi] = (ml > MAX_ULEB_BYTES) | ((ml == MAX_ULEB_BYTES) & (b[term[multi]] > 1))
@@ -158,7 +189,7 @@ class _Walker:
             b = np.frombuffer(self.data, np.uint8)
             ctype = np.int32 if len(b) < 2**31 - 1 else np.int64
             cum = np.zeros(len(b) + 1, dtype=ctype)
-            np.cumsum(b < 0x80, dtype=ctype, out=cum[1:])
+            np.cumsum(b < LEB_MORE, dtype=ctype, out=cum[1:])
             self._cumm = memoryview(cum)
         return self._cumm
 
@@ -177,8 +208,8 @@ class _Walker:
             if end - pos + 1 > MAX_ULEB_BYTES:
                 raise _Stop
             while p <= end:
-                val |= (self.data[p] & 0x7F) << shift
-                shift += 7
+                val |= (self.data[p] & LEB_PAYLOAD) << shift
+                shift += LEB_GROUP_BITS
                 p += 1
             if val >> (8 * self.V.itemsize):
                 raise _Stop
@@ -197,23 +228,24 @@ class _Walker:
         firsts: list[int] = []
         s_pos, s_k0 = starts.append, firsts.append
         v = feat = hdr = 0
-        width = 4 if versioned else 3  # entries without IDs only in V0 (version 1 stops)
+        # entries without IDs only in V0 (version 1 stops)
+        width = ENTRY_ULEBS if versioned else ENTRY_ULEBS_NO_ID
         try:
             while pos < n:
                 if versioned:
                     v = data[pos]
-                    if v >= 5:
+                    if v >= VERSION_FEATURE_U16:
                         feat, high = (data[pos + 1], data[pos + 2]) if little \
                             else (data[pos + 2], data[pos + 1])
                         if high:
                             return pos
                         hdr = 3
-                    elif v >= 2:
+                    elif v >= VERSION_BLOCK_IDS:
                         feat = data[pos + 1]
                         hdr = 2
                     else:
                         return pos
-                    if feat & 0xDF or v > MAX_VERSION:
+                    if feat & _GENERAL_FEATURES or v > MAX_VERSION:
                         return pos
                 p = pos + hdr + asz
                 k = kpos + count(1, pos, p)
@@ -221,16 +253,16 @@ class _Walker:
                 if T[k - 1] + 1 != p or bad[k]:
                     return pos
                 nb = Vm[k]
-                if nb * (width + 1 if feat else width) > n - T[k] - 1:
+                if nb * (CALLSITE_ENTRY_ULEBS if feat else width) > n - T[k] - 1:
                     return pos
                 k += 1
                 k0 = k
                 if feat:  # blocks are [id, offset, n, n x callsite, size, md]
                     if nb & 1:
-                        k += 5 + Vm[k + 2]
+                        k += CALLSITE_ENTRY_ULEBS + Vm[k + CALLSITE_COUNT_INDEX]
                     for _b in range(nb >> 1):  # two hops a turn: less loop overhead
-                        k += 5 + Vm[k + 2]
-                        k += 5 + Vm[k + 2]
+                        k += CALLSITE_ENTRY_ULEBS + Vm[k + CALLSITE_COUNT_INDEX]
+                        k += CALLSITE_ENTRY_ULEBS + Vm[k + CALLSITE_COUNT_INDEX]
                 else:
                     k += width * nb
                 if k > ntok:
@@ -255,7 +287,7 @@ class _Walker:
         k0 = np.array(firsts, np.int64)
         if versioned:
             ver = d[pos].astype(np.int64)
-            v5 = ver >= 5
+            v5 = ver >= VERSION_FEATURE_U16
             lo = d[pos + 1].astype(np.int64)
             hi = d[np.where(v5, pos + 2, pos + 1)].astype(np.int64)
             if self.inp.little:
@@ -270,7 +302,8 @@ class _Walker:
         end = "<" if self.inp.little else ">"
         raw = np.ascontiguousarray(fixed).view(end + ("u8" if self.asz == 8 else "u4"))
         nb = self.V[k0 - 1].astype(np.int64)
-        width = np.where(feat != 0, -1, np.where(ver >= 2, 4, 3))
+        width = np.where(feat != 0, -1, np.where(ver >= VERSION_BLOCK_IDS, ENTRY_ULEBS,
+                                                 ENTRY_ULEBS_NO_ID))
         self.simple.append(_SimpleRun(pos, ver, feat, addr_at, raw.ravel().astype("u8"), nb,
                                       np.stack([k0, width], axis=1)))
 
@@ -283,7 +316,7 @@ class _Walker:
             v = data[pos]
             if not 1 <= v <= MAX_VERSION:
                 raise _Stop
-            if v >= 5:
+            if v >= VERSION_FEATURE_U16:
                 if pos + 3 > n:
                     raise _Stop
                 feat = self.u16(data, pos + 1)[0]
@@ -291,21 +324,22 @@ class _Walker:
             else:
                 feat = data[pos + 1]
                 pos += 2
-            if v >= 2 and feat & ~KNOWN_FEATURES:
+            if v >= VERSION_BLOCK_IDS and feat & ~KNOWN_FEATURES:
                 raise _Stop
-            eff = feat if v >= 2 else 0
+            eff = feat if v >= VERSION_BLOCK_IDS else 0
         else:
             v = feat = eff = 0
         T, Vm = self.T, self.Vm
-        if not eff & 0xDF:
+        if not eff & _GENERAL_FEATURES:
             # the common record: one range of plain or callsite entries, no PGO
             raw = self.addr(data, pos)[0]
             self.r_addr_off.append(pos)
             self.r_raw.append(raw)
             k = self.tok(pos + self.asz)
             nb = Vm[k]
-            width = 4 if v >= 2 else 3
-            if self.bad[k] or nb > U32 or nb * (width + (1 if eff else 0)) > n - T[k] - 1:
+            width = ENTRY_ULEBS if v >= VERSION_BLOCK_IDS else ENTRY_ULEBS_NO_ID
+            if self.bad[k] or nb > U32 or nb * (CALLSITE_ENTRY_ULEBS if eff else width) \
+                    > n - T[k] - 1:
                 raise _Stop
             k += 1
             self.r_nb.append(nb)
@@ -313,7 +347,7 @@ class _Walker:
             if eff:
                 self.r_run.append((k, -1))
                 for _b in range(nb):
-                    k += 5 + Vm[k + 2]
+                    k += CALLSITE_ENTRY_ULEBS + Vm[k + CALLSITE_COUNT_INDEX]
             else:
                 self.r_run.append((k, width))
                 k += width * nb
@@ -324,7 +358,7 @@ class _Walker:
             self.f_nr.append(1)
             self.f_entry_tok.append(-1)
             return T[k - 1] + 1
-        if eff & 0x08:
+        if eff & FEAT_MULTI_BB_RANGE:
             k = self.tok(pos)
             nr = Vm[k]
             if self.bad[k] or nr == 0 or nr > U32 or nr * (self.asz + 1) > n - T[k] - 1:
@@ -333,10 +367,10 @@ class _Walker:
         else:
             nr = 1
         minb = min_block_bytes(v, feat)
-        hasid = 1 if v >= 2 else 0
-        width = 3 + hasid
-        cs_on = eff & 0x20
-        hash_on = eff & 0x40
+        hasid = 1 if v >= VERSION_BLOCK_IDS else 0
+        width = ENTRY_ULEBS_NO_ID + hasid
+        cs_on = eff & FEAT_CALLSITE_OFFSETS
+        hash_on = eff & FEAT_BB_HASH
         total_blocks = 0
         for _ in range(nr):
             if pos + self.asz > n:
@@ -350,7 +384,7 @@ class _Walker:
                 raise _Stop
             k += 1
             self.r_nb.append(nb)
-            if eff & 0x10:
+            if eff & FEAT_OMIT_BB_ENTRIES:
                 self.r_nblk.append(0)
                 self.r_run.append((-1, 0))
                 pos = T[k - 1] + 1
@@ -375,7 +409,7 @@ class _Walker:
                 # callsite counts (the block starts are recovered vectorized later)
                 self.r_run[-1] = (k, -1)
                 for _b in range(nb):
-                    k += 5 + Vm[k + 2]
+                    k += CALLSITE_ENTRY_ULEBS + Vm[k + CALLSITE_COUNT_INDEX]
                 if k > ntok:
                     raise _Stop
                 pos = T[k - 1] + 1
@@ -383,30 +417,32 @@ class _Walker:
             for _b in range(nb):
                 if k + width + cs1 > ntok:
                     raise _Stop
-                ncs = Vm[k + 1 + hasid] if cs_on else 0
+                ncs = Vm[k + CALLSITE_COUNT_INDEX - 1 + hasid] if cs_on else 0
                 if ncs > U32 or k + width + ncs + cs1 > ntok:
                     raise _Stop
                 self.x_ks.append(k)
                 k += width + ncs + cs1
                 hp = T[k - 1] + 1
-                if hp + 8 > n:
+                he = hp + BLOCK_HASH_BYTES
+                if he > n:
                     raise _Stop
                 self.x_hash.append(hp)
-                k = self.tok(hp + 8) if hp + 8 < n else ntok
-                pos = hp + 8
+                k = self.tok(he) if he < n else ntok
+                pos = he
         entry_tok = -1
-        if eff & 0x07:
+        if eff & FEAT_PGO_ANALYSIS:
             k = self.tok(pos)
-            if eff & 0x01:
+            if eff & FEAT_FUNC_ENTRY_COUNT:
                 entry_tok = k
                 k += 1
-            if eff & 0x06:
+            if eff & FEAT_PGO_BLOCKS:
                 # per block: [freq] [postlink freq] [n, n x (id, prob [, postlink])];
                 # only each block's first token is kept, the rest is derived later
-                lead = (1 if eff & 0x02 else 0) + (1 if eff & 0x80 else 0)
-                if eff & 0x04:
+                post = 1 if eff & FEAT_POST_LINK_CFG else 0
+                lead = (1 if eff & FEAT_BB_FREQ else 0) + post
+                if eff & FEAT_BR_PROB:
                     app = self.p_start.append
-                    sw = 3 if eff & 0x80 else 2
+                    sw = SUCCESSOR_ULEBS + post
                     step = lead + 1
                     for _b in range(total_blocks):
                         app(k)
@@ -486,9 +522,10 @@ def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
     notes = Notes(inp)
     md_or = _md_or(m)
     ver, feat = m.func_version.astype(np.int64), m.func_feature.astype(np.int64)
-    odd = ((ver == 1) & (feat != 0)) | ((md_or & ~0x1F) != 0)
-    odd |= (ver >= 2) & ((((feat & 0x20) != 0) & (ver < 3)) | (((feat & 0x40) != 0) & (ver < 4))
-                         | (((feat & 0x80) != 0) & (ver < 5)))
+    odd = ((ver == 1) & (feat != 0)) | ((md_or & ~KNOWN_METADATA) != 0)
+    for bit, need in FEATURE_MIN_VERSION.items():
+        if need > VERSION_BLOCK_IDS:
+            odd |= (ver >= VERSION_BLOCK_IDS) & ((feat & bit) != 0) & (ver < need)
     for f in np.flatnonzero(odd).tolist():
         check_record(notes, int(m.func_map_offset[f]), int(ver[f]), int(feat[f]),
                      int(md_or[f]))
@@ -641,13 +678,14 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     fptr = m.range_block_ptr[m.func_range_ptr]
     blocks_per_func = np.diff(fptr)
     fver = m.func_version
-    feff = np.where(fver >= 2, m.func_feature, 0).astype(np.int64)
-    if not F or bool((fver >= 2).all()):
+    ids = fver >= VERSION_BLOCK_IDS
+    feff = np.where(ids, m.func_feature, 0).astype(np.int64)
+    if not F or bool(ids.all()):
         hasid: int | np.ndarray = 1
-    elif bool((fver < 2).all()):
+    elif not bool(ids.any()):
         hasid = 0
     else:
-        hasid = np.repeat((fver >= 2).astype(np.int8), blocks_per_func)
+        hasid = np.repeat(ids.astype(np.int8), blocks_per_func)
     itype = np.int32 if w.ntok < 2**31 - 64 else np.int64
     ks = np.empty(B, itype)
     run = c.r_run
@@ -669,7 +707,8 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
             keep = left > 0
             if not keep.all():
                 cur, base, left = cur[keep], base[keep], left[keep]
-            cur = cur + 5 + V[np.minimum(cur + 2, last)].astype(np.int64)
+            cur = cur + CALLSITE_ENTRY_ULEBS \
+                + V[np.minimum(cur + CALLSITE_COUNT_INDEX, last)].astype(np.int64)
             base += 1
     hpos = None
     if w.x_ks:
@@ -684,7 +723,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     bad_blocks: list[np.ndarray] = []
     off_t = ks + hasid
     size_t = off_t + 1
-    f_cs = (feff & 0x20) != 0
+    f_cs = (feff & FEAT_CALLSITE_OFFSETS) != 0
     ncs_full = np.zeros(B, np.int64)
     cs_idx = np.zeros(0, np.int64)
     if f_cs.any():
@@ -734,7 +773,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
         if bad_cs.any():
             bad_blocks.append(np.repeat(cs_blocks, ncs_full[cs_blocks])[bad_cs])
     # value checks: metadata over 8 bits, 32-bit fields over 32 bits, malformed tokens
-    bad_block = raw_md > 0xFF
+    bad_block = raw_md > METADATA_MAX
     if wide:
         bad_block |= (raw_off > U32) | (raw_size > U32) | (raw_id > U32)
     if any_bad_tok:
@@ -750,8 +789,9 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     step += size
     rel = _seg_cumsum(step, m.range_block_ptr)
     rel -= size
-    if bool((fver == 0).any()):
-        rel = np.where(np.repeat(fver == 0, blocks_per_func), raw_off, rel)
+    v0 = fver == VERSION_UNVERSIONED
+    if bool(v0.any()):
+        rel = np.where(np.repeat(v0, blocks_per_func), raw_off, rel)
     m.block_id = raw_id.astype("u4")
     m.block_offset = rel
     m.block_size = size
@@ -763,7 +803,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
         hb = np.flatnonzero(hpos >= 0)
         if len(hb):
             raw = np.frombuffer(w.data, np.uint8)
-            idx = hpos[hb][:, None] + np.arange(8)
+            idx = hpos[hb][:, None] + np.arange(BLOCK_HASH_BYTES)
             dt = np.dtype("<u8" if inp.little else ">u8")
             m.block_hash[hb] = np.ascontiguousarray(raw[idx]).view(dt).ravel().astype("u8")
     # PGO
@@ -779,7 +819,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     m.block_succ_ptr = np.zeros(B + 1, np.int64)
     m.succ_id, m.succ_prob, m.succ_postlink = np.zeros(0, "u4"), np.zeros(0, "u4"), \
         np.zeros(0, "u8")
-    pgo_f = (feff & 0x06) != 0
+    pgo_f = (feff & FEAT_PGO_BLOCKS) != 0
     if not pgo_f.any():
         m.func_name = [None] * F
         first_bad = int(np.argmax(bad_func)) if bad_func.any() else None
@@ -793,9 +833,9 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     if P:
         ps = np.array(w.p_start[:P], np.int64)
         peff = np.repeat(feff, blocks_per_func)[pgo_blocks]
-        has_f = (peff & 0x02) != 0
-        has_p = (peff & 0x80) != 0
-        has_s = (peff & 0x04) != 0
+        has_f = (peff & FEAT_BB_FREQ) != 0
+        has_p = (peff & FEAT_POST_LINK_CFG) != 0
+        has_s = (peff & FEAT_BR_PROB) != 0
         bad_p = np.zeros(P, "?")
         sel = np.flatnonzero(has_f)
         m.block_freq[pgo_blocks[sel]] = V[ps[sel]]
@@ -814,7 +854,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
         if any_bad_tok:
             bad_p[sel] |= bad_tok[ns_t[sel]]
         succ_first[pgo_blocks] = ns_t + 1
-        sw[pgo_blocks] = 2 + has_p
+        sw[pgo_blocks] = SUCCESSOR_ULEBS + has_p
         if bad_p.any():
             bad_func[block_func[pgo_blocks[bad_p]]] = True
     np.cumsum(nsucc, out=m.block_succ_ptr[1:])

@@ -12,7 +12,16 @@ import io
 
 from bbmap.binary.mapinput import KIND_BB_INFO, KIND_V0, MapInput, Notes, check_record
 from bbmap.errors import Diagnostic
-from bbmap.formats.bbaddrmap import bb_info_struct, callsite_offsets, function_struct
+from bbmap.formats.bbaddrmap import (
+    FEAT_FUNC_ENTRY_COUNT,
+    METADATA_MAX,
+    UINT32_MAX,
+    VERSION_BLOCK_IDS,
+    VERSION_UNVERSIONED,
+    bb_info_struct,
+    callsite_offsets,
+    function_struct,
+)
 from bbmap.formats.leb128 import MapFault
 from bbmap.model import (
     VERSION_BB_INFO,
@@ -25,7 +34,7 @@ from bbmap.model import (
 
 
 def _md_checked(md: int, offset: int) -> int:
-    if md > 0xFF:
+    if md > METADATA_MAX:
         raise MapFault(f"invalid encoding for BBEntry::Metadata: {md:#x}", offset)
     return md
 
@@ -43,13 +52,13 @@ def function_record(c, inp: MapInput, notes: Notes) -> FunctionRecord:
         prev_end = 0
         for i, e in enumerate(r.blocks or ()):
             cs = callsite_offsets(e.callsites) if e.callsites is not None else []
-            if cs and cs[-1] > 0xFFFFFFFF:
+            if cs and cs[-1] > UINT32_MAX:
                 raise MapFault(f"callsite offset {cs[-1]:#x} exceeds UINT32_MAX", c.offset)
             size = e.size + (cs[-1] if cs else 0)
-            off = e.offset if version == 0 else e.offset + prev_end
+            off = e.offset if version == VERSION_UNVERSIONED else e.offset + prev_end
             prev_end = off + size
             md_or |= e.metadata
-            b = BlockRecord(id=i if version < 2 else e.id, offset=off, size=size,
+            b = BlockRecord(id=i if version < VERSION_BLOCK_IDS else e.id, offset=off, size=size,
                             md=_md_checked(e.metadata, c.offset),
                             hash=e.hash or 0, callsites=tuple(cs))
             if pgo_blocks:
@@ -66,7 +75,7 @@ def function_record(c, inp: MapInput, notes: Notes) -> FunctionRecord:
     entry = c.pgo.entry_count if c.pgo is not None and c.pgo.entry_count is not None else 0
     return FunctionRecord(address=ranges[0].base, ranges=ranges, version=version,
                           feature=feature if version >= 1 else 0, map_offset=c.offset,
-                          entry_count=entry if eff & 1 else 0)
+                          entry_count=entry if eff & FEAT_FUNC_ENTRY_COUNT else 0)
 
 
 def bb_info_record(c, inp: MapInput) -> FunctionRecord:

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bbmap.binary.symbols import SHN_LORESERVE, STT_FUNC, STT_GNU_IFUNC
+from bbmap.formats.bbaddrmap import MD_HAS_RETURN, MD_IS_EH_PAD
 from bbmap.model import (
-    MD_HAS_RETURN,
-    MD_IS_EH_PAD,
     VERSION_LABEL_SYMBOLS,
     BlockMap,
     BlockMapBuilder,

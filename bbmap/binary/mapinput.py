@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bbmap.errors import Diagnostic
+from bbmap.formats.bbaddrmap import FEATURE_MIN_VERSION, KNOWN_METADATA, VERSION_BLOCK_IDS
 from bbmap.model import MapSource
 
 KIND_V0 = "v0"  # SHT_LLVM_BB_ADDR_MAP_V0
@@ -72,11 +73,11 @@ def check_record(notes: Notes, offset: int, version: int, feature: int, md_or: i
     if version == 1 and feature:
         notes.note(f"version 1 feature byte {feature:#x} ignored (as LLVM 15/16 readers did)",
                    offset)
-    if version >= 2:
-        for bit, need in ((0x20, 3), (0x40, 4), (0x80, 5)):
+    if version >= VERSION_BLOCK_IDS:
+        for bit, need in FEATURE_MIN_VERSION.items():
             if feature & bit and version < need:
                 notes.note(f"feature bit {bit:#x} needs version >= {need} "
                            f"(version = {version}); decoded anyway", offset)
-    if md_or & ~0x1F:
-        notes.note(f"unknown BBEntry::Metadata bits {md_or & ~0x1F:#x} kept "
+    if md_or & ~KNOWN_METADATA:
+        notes.note(f"unknown BBEntry::Metadata bits {md_or & ~KNOWN_METADATA:#x} kept "
                    "(LLVM 19+ refuses them)", offset)

@@ -13,27 +13,12 @@ import numpy as np
 
 from bbmap.binary.symbols import symbol_array
 from bbmap.errors import Diagnostic
-from bbmap.formats.leb128 import MapFault, decode_uleb
+from bbmap.formats.leb128 import LEB_GROUP_BITS, LEB_MORE, MapFault, decode_sleb, decode_uleb
 
 SHT_RELA = 4
 SHT_REL = 9
 SHT_CREL = 0x40000014
 RELOC_TYPES = (SHT_RELA, SHT_REL, SHT_CREL)
-
-
-def decode_sleb(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise MapFault("malformed sleb128, extends past end", pos)
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            if b & 0x40:
-                value -= 1 << shift
-            return value, pos
 
 
 def parse_crel(data: bytes, is64: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -52,9 +37,9 @@ def parse_crel(data: bytes, is64: bool) -> tuple[np.ndarray, np.ndarray, np.ndar
         b = data[pos]
         pos += 1
         offset += b >> flag_bits
-        if b >= 0x80:
+        if b >= LEB_MORE:  # the offset delta's first byte is a ULEB byte with flag bits
             more, pos = decode_uleb(data, pos)
-            offset += (more << (7 - flag_bits)) - (0x80 >> flag_bits)
+            offset += (more << (LEB_GROUP_BITS - flag_bits)) - (LEB_MORE >> flag_bits)
         if b & 1:
             d, pos = decode_sleb(data, pos)
             sym += d

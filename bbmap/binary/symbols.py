@@ -7,18 +7,16 @@ and only the names we keep are cut out of the string table.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from bbmap.binary.types import FunctionSymbols, parent_name
+from bbmap.binary.types import PART_SUFFIX, FunctionSymbols, parent_name
 
 STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_GNU_IFUNC = 0, 1, 2, 3, 10
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 SHN_UNDEF = 0
 SHN_LORESERVE = 0xFF00
-_PART = re.compile(r"\.(?:cold|__part\.\d+|eh)$")
 
 
 @dataclass
@@ -124,7 +122,7 @@ def function_symbols(tables: list[SymbolTable], *, demangle_names: bool = True
         got = t.names_at(idx)
         keep = funcs[idx]
         for j in np.flatnonzero(~keep).tolist():  # untyped: only part symbols count
-            keep[j] = _PART.search(got[j]) is not None
+            keep[j] = PART_SUFFIX.search(got[j]) is not None
         idx = idx[keep]
         names += got if keep.all() else [n for n, k in zip(got, keep.tolist()) if k]
         addr.append(t.value[idx].astype("u8"))

@@ -12,7 +12,8 @@ PF_X = 1
 PF_W = 2
 PF_R = 4
 
-_PART_SUFFIX = re.compile(r"\.(?:cold|__part\.\d+|eh)$")
+# a part of a function split by basic-block sections (``foo.cold``, ``foo.__part.3``)
+PART_SUFFIX = re.compile(r"\.(?:cold|__part\.\d+|eh)$")
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class SectionInfo:
 
 def parent_name(name: str) -> str:
     """``foo.cold`` / ``foo.__part.3`` / ``foo.eh`` belong to ``foo`` (basic-block sections)."""
-    return _PART_SUFFIX.sub("", name)
+    return PART_SUFFIX.sub("", name)
 
 
 @dataclass

@@ -13,8 +13,22 @@ from collections.abc import Iterable
 
 from bbmap.errors import BBMapError
 from bbmap.formats.bbaddrmap import (
+    FEAT_BB_FREQ,
+    FEAT_BB_HASH,
+    FEAT_BR_PROB,
+    FEAT_CALLSITE_OFFSETS,
+    FEAT_FUNC_ENTRY_COUNT,
+    FEAT_MULTI_BB_RANGE,
+    FEAT_OMIT_BB_ENTRIES,
+    FEAT_PGO_ANALYSIS,
+    FEAT_PGO_BLOCKS,
+    FEAT_POST_LINK_CFG,
+    MAX_VERSION,
     SHT_LLVM_BB_ADDR_MAP,
     SHT_LLVM_BB_ADDR_MAP_V0,
+    VERSION_BLOCK_IDS,
+    VERSION_FEATURE_U16,
+    VERSION_UNVERSIONED,
     bb_info_struct,
     callsite_deltas,
     effective_feature,
@@ -28,9 +42,9 @@ def _layout(fn: FunctionRecord, version: int | None, sh_type: int) -> int:
     if version == VERSION_BB_INFO or fn.version == VERSION_BB_INFO and version is None:
         return VERSION_BB_INFO
     if sh_type == SHT_LLVM_BB_ADDR_MAP_V0:
-        return 0
+        return VERSION_UNVERSIONED
     v = fn.version if version is None else version
-    if not 1 <= v <= 5:
+    if not 1 <= v <= MAX_VERSION:
         raise BBMapError(f"cannot encode version {v} in a SHT_LLVM_BB_ADDR_MAP section")
     return v
 
@@ -38,16 +52,16 @@ def _layout(fn: FunctionRecord, version: int | None, sh_type: int) -> int:
 def _encoded_blocks(rng: RangeRecord, version: int, eff: int) -> list[dict]:
     out, prev_end = [], 0
     for b in rng.blocks:
-        cs = list(b.callsites) if eff & 0x20 else []
+        cs = list(b.callsites) if eff & FEAT_CALLSITE_OFFSETS else []
         last = cs[-1] if cs else 0
-        rel = b.offset if version == 0 else b.offset - prev_end
-        size_field = b.size - last if version >= 2 else b.size
+        rel = b.offset if version == VERSION_UNVERSIONED else b.offset - prev_end
+        size_field = b.size - last if version >= VERSION_BLOCK_IDS else b.size
         if rel < 0 or size_field < 0:
             raise BBMapError(f"block {b.id}: offset/size not encodable (blocks overlap)")
-        out.append({"id": b.id if version >= 2 else None, "offset": rel,
-                    "callsites": callsite_deltas(cs) if eff & 0x20 else None,
+        out.append({"id": b.id if version >= VERSION_BLOCK_IDS else None, "offset": rel,
+                    "callsites": callsite_deltas(cs) if eff & FEAT_CALLSITE_OFFSETS else None,
                     "size": size_field, "metadata": b.md,
-                    "hash": b.hash if eff & 0x40 else None})
+                    "hash": b.hash if eff & FEAT_BB_HASH else None})
         prev_end = b.offset + b.size
     return out
 
@@ -56,23 +70,26 @@ def function_container(fn: FunctionRecord, version: int) -> dict:
     """The construct input for one record (offsets relative, callsites as deltas)."""
     feature = fn.feature if version >= 1 else 0
     eff = effective_feature(version, feature)
-    if len(fn.ranges) != 1 and not eff & 0x08:
-        raise BBMapError(f"function {fn.address:#x}: {len(fn.ranges)} ranges need feature bit 3")
+    if len(fn.ranges) != 1 and not eff & FEAT_MULTI_BB_RANGE:
+        raise BBMapError(f"function {fn.address:#x}: {len(fn.ranges)} ranges need feature bit "
+                         f"{FEAT_MULTI_BB_RANGE.bit_length() - 1}")
+    omit = eff & FEAT_OMIT_BB_ENTRIES
     ranges = []
     for r in fn.ranges:
         declared = len(r.blocks) if r.num_blocks is None else r.num_blocks
         ranges.append({"base_address": r.base, "num_blocks": declared,
-                       "blocks": None if eff & 0x10 else _encoded_blocks(r, version, eff)})
+                       "blocks": None if omit else _encoded_blocks(r, version, eff)})
     pgo = None
-    if eff & 0x07:
-        blocks = [b for r in fn.ranges for b in r.blocks] if not eff & 0x10 else []
-        pgo = {"entry_count": fn.entry_count if eff & 0x01 else None,
-               "blocks": [{"freq": b.freq if eff & 0x02 else None,
-                           "postlink_freq": b.postlink_freq if eff & 0x80 else None,
+    if eff & FEAT_PGO_ANALYSIS:
+        post = eff & FEAT_POST_LINK_CFG
+        blocks = [b for r in fn.ranges for b in r.blocks] if not omit else []
+        pgo = {"entry_count": fn.entry_count if eff & FEAT_FUNC_ENTRY_COUNT else None,
+               "blocks": [{"freq": b.freq if eff & FEAT_BB_FREQ else None,
+                           "postlink_freq": b.postlink_freq if post else None,
                            "successors": [{"id": s[0], "probability": s[1],
-                                           "postlink_freq": s[2] if eff & 0x80 else None}
-                                          for s in b.successors] if eff & 0x04 else None}
-                          for b in blocks] if eff & 0x06 else None}
+                                           "postlink_freq": s[2] if post else None}
+                                          for s in b.successors] if eff & FEAT_BR_PROB else None}
+                          for b in blocks] if eff & FEAT_PGO_BLOCKS else None}
     return {"version": version, "feature": feature, "num_ranges": None, "ranges": ranges,
             "pgo": pgo}
 
@@ -129,36 +146,36 @@ def encode_map_fast(records: Iterable[FunctionRecord], version: int | None = Non
         eff = effective_feature(v, c["feature"])
         if v:
             out.append(v)
-            out += u16(c["feature"]) if v >= 5 else bytes([c["feature"]])
-        if eff & 0x08:
+            out += u16(c["feature"]) if v >= VERSION_FEATURE_U16 else bytes([c["feature"]])
+        if eff & FEAT_MULTI_BB_RANGE:
             out += leb(len(c["ranges"]))
         for r in c["ranges"]:
             out += addr(r["base_address"]) + leb(r["num_blocks"])
             for b in r["blocks"] or ():
-                if v >= 2:
+                if v >= VERSION_BLOCK_IDS:
                     out += leb(b["id"])
                 out += leb(b["offset"])
-                if eff & 0x20:
+                if eff & FEAT_CALLSITE_OFFSETS:
                     out += leb(len(b["callsites"]))
                     for d in b["callsites"]:
                         out += leb(d)
                 out += leb(b["size"]) + leb(b["metadata"])
-                if eff & 0x40:
+                if eff & FEAT_BB_HASH:
                     out += u64(b["hash"])
         p = c["pgo"]
         if p is not None:
-            if eff & 0x01:
+            if eff & FEAT_FUNC_ENTRY_COUNT:
                 out += leb(p["entry_count"])
             for pb in p["blocks"] or ():
-                if eff & 0x02:
+                if eff & FEAT_BB_FREQ:
                     out += leb(pb["freq"])
-                if eff & 0x80:
+                if eff & FEAT_POST_LINK_CFG:
                     out += leb(pb["postlink_freq"])
-                if eff & 0x04:
+                if eff & FEAT_BR_PROB:
                     out += leb(len(pb["successors"]))
                     for s in pb["successors"]:
                         out += leb(s["id"]) + leb(s["probability"])
-                        if eff & 0x80:
+                        if eff & FEAT_POST_LINK_CFG:
                             out += leb(s["postlink_freq"])
     return bytes(out)
 

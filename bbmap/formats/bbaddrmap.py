@@ -47,28 +47,92 @@ SHT_LLVM_BB_ADDR_MAP_V0 = 0x6FFF4C08
 SHT_LLVM_BB_ADDR_MAP = 0x6FFF4C0A
 BB_INFO_SECTION = ".bb_info"  # PROGBITS: found by name, the only way it can be found
 
-# Which feature bits each version admits (LLVM 22 ``Features`` checks); 1 ignores them.
-FEATURE_MIN_VERSION = {0x01: 2, 0x02: 2, 0x04: 2, 0x08: 2, 0x10: 2, 0x20: 3, 0x40: 4, 0x80: 5}
-KNOWN_FEATURES = 0xFF
-KNOWN_METADATA = 0x1F
+# ---------------------------------------------------------------- versions
+# (llvm/include/llvm/Object/ELFTypes.h, BBAddrMap; LLVM 15-22 readers)
+VERSION_UNVERSIONED = 0  # SHT_LLVM_BB_ADDR_MAP_V0: no version byte, offsets from the start
+VERSION_BLOCK_IDS = 2  # first version with block IDs whose feature bits shape the record
+VERSION_FEATURE_U16 = 5  # the feature field is a u16 from here on (a u8 before)
 MAX_VERSION = 5
+
+# ---------------------------------------------------------------- BBAddrMap::Features
+FEAT_FUNC_ENTRY_COUNT = 0x01
+FEAT_BB_FREQ = 0x02
+FEAT_BR_PROB = 0x04
+FEAT_MULTI_BB_RANGE = 0x08
+FEAT_OMIT_BB_ENTRIES = 0x10
+FEAT_CALLSITE_OFFSETS = 0x20
+FEAT_BB_HASH = 0x40
+FEAT_POST_LINK_CFG = 0x80
+FEATURE_NAMES = {
+    "func_entry_count": FEAT_FUNC_ENTRY_COUNT,
+    "bb_freq": FEAT_BB_FREQ,
+    "br_prob": FEAT_BR_PROB,
+    "multi_bb_range": FEAT_MULTI_BB_RANGE,
+    "omit_bb_entries": FEAT_OMIT_BB_ENTRIES,
+    "callsite_offsets": FEAT_CALLSITE_OFFSETS,
+    "bb_hash": FEAT_BB_HASH,
+    "post_link_cfg": FEAT_POST_LINK_CFG,
+}
+KNOWN_FEATURES = 0
+for _bit in FEATURE_NAMES.values():
+    KNOWN_FEATURES |= _bit
+# the PGO analysis map follows the ranges when any of these is set
+FEAT_PGO_ANALYSIS = FEAT_FUNC_ENTRY_COUNT | FEAT_BB_FREQ | FEAT_BR_PROB
+# ... and has one entry per block when any of these is
+FEAT_PGO_BLOCKS = FEAT_BB_FREQ | FEAT_BR_PROB
+# Which version each feature bit needs (LLVM 22 ``Features`` checks); 1 ignores them all.
+FEATURE_MIN_VERSION = {FEAT_FUNC_ENTRY_COUNT: 2, FEAT_BB_FREQ: 2, FEAT_BR_PROB: 2,
+                       FEAT_MULTI_BB_RANGE: 2, FEAT_OMIT_BB_ENTRIES: 2,
+                       FEAT_CALLSITE_OFFSETS: 3, FEAT_BB_HASH: 4, FEAT_POST_LINK_CFG: 5}
+
+# ---------------------------------------------------------------- BBEntry::Metadata
+MD_HAS_RETURN = 0x01
+MD_HAS_TAIL_CALL = 0x02
+MD_IS_EH_PAD = 0x04
+MD_CAN_FALL_THROUGH = 0x08
+MD_HAS_INDIRECT_BRANCH = 0x10
+MD_NAMES = {
+    "has_return": MD_HAS_RETURN,
+    "has_tail_call": MD_HAS_TAIL_CALL,
+    "is_eh_pad": MD_IS_EH_PAD,
+    "can_fall_through": MD_CAN_FALL_THROUGH,
+    "has_indirect_branch": MD_HAS_INDIRECT_BRANCH,
+}
+KNOWN_METADATA = 0
+for _bit in MD_NAMES.values():
+    KNOWN_METADATA |= _bit
+METADATA_MAX = 0xFF  # the ULEB must fit BBEntry::Metadata's 8 bits ("invalid encoding")
+
+# ---------------------------------------------------------------- field sizes
+BLOCK_HASH_BYTES = 8  # FEAT_BB_HASH: a u64 after each entry
+UINT32_MAX = 0xFFFFFFFF  # IDs, offsets, sizes, callsite offsets, probabilities are 32-bit
+# ULEB fields of one block entry: [id] offset size metadata (no id before version 2) ...
+ENTRY_ULEBS = 4
+ENTRY_ULEBS_NO_ID = 3
+# ... and with FEAT_CALLSITE_OFFSETS: id offset count (count x delta) size metadata
+CALLSITE_ENTRY_ULEBS = 5
+CALLSITE_COUNT_INDEX = 2  # the count's place among those ULEBs (after id, offset)
+# one successor of the PGO analysis map: id probability [post-link frequency]
+SUCCESSOR_ULEBS = 2
+# a ``.bb_info`` function: the entry block (size, metadata) has no offset field
+BB_INFO_ENTRY_BLOCK_ULEBS = 2
 
 
 def effective_feature(version: int, feature: int) -> int:
     """The feature bits that shape the layout: none before version 2 (LLVM 15/16)."""
-    return feature if version >= 2 else 0
+    return feature if version >= VERSION_BLOCK_IDS else 0
 
 
 def min_block_bytes(version: int, feature: int) -> int:
     """The fewest bytes one block entry can take: the bound for absurd counts."""
     eff = effective_feature(version, feature)
-    if eff & 0x10:
+    if eff & FEAT_OMIT_BB_ENTRIES:
         return 0
-    n = 4 if version >= 2 else 3
-    if eff & 0x20:
+    n = ENTRY_ULEBS if version >= VERSION_BLOCK_IDS else ENTRY_ULEBS_NO_ID
+    if eff & FEAT_CALLSITE_OFFSETS:
         n += 1
-    if eff & 0x40:
-        n += 8
+    if eff & FEAT_BB_HASH:
+        n += BLOCK_HASH_BYTES
     return n
 
 
@@ -130,13 +194,15 @@ class Feature(Construct):
 
     def _parse(self, stream, context, path):
         start = stream_tell(stream, path)
-        f = (self.u16 if context.version >= 5 else self.u8)._parse(stream, context, path)
-        if context.version >= 2 and f & ~KNOWN_FEATURES:
+        wide = context.version >= VERSION_FEATURE_U16
+        f = (self.u16 if wide else self.u8)._parse(stream, context, path)
+        if context.version >= VERSION_BLOCK_IDS and f & ~KNOWN_FEATURES:
             raise MapFault(f"invalid encoding for BBAddrMap::Features: {f:#x}", start, path)
         return f
 
     def _build(self, obj, stream, context, path):
-        return (self.u16 if context.version >= 5 else self.u8)._build(obj, stream, context, path)
+        wide = context.version >= VERSION_FEATURE_U16
+        return (self.u16 if wide else self.u8)._build(obj, stream, context, path)
 
 
 def _eff(c) -> int:
@@ -147,47 +213,53 @@ def _total_blocks(c) -> int:
     return sum(len(r.blocks) if r.blocks is not None else 0 for r in c._root.ranges)
 
 
+def _address(address_size: int, little: bool) -> Construct:
+    """A pointer-sized field in the file's byte order."""
+    return Fixed({(8, True): Int64ul, (8, False): Int64ub,
+                  (4, True): Int32ul, (4, False): Int32ub}[address_size, little])
+
+
 @lru_cache(maxsize=8)
 def function_struct(versioned: bool = True, address_size: int = 8, little: bool = True):
     """One function record of a map section (``versioned=False``: the V0 type)."""
-    addr = Fixed({(8, True): Int64ul, (8, False): Int64ub,
-                  (4, True): Int32ul, (4, False): Int32ub}[address_size, little])
+    addr = _address(address_size, little)
     u64 = Fixed(Int64ul if little else Int64ub)
     entry = Struct(
-        "id" / If(lambda c: c._root.version >= 2, ULEB32),
+        "id" / If(lambda c: c._root.version >= VERSION_BLOCK_IDS, ULEB32),
         "offset" / ULEB32,
-        "callsites" / If(lambda c: _eff(c) & 0x20,
+        "callsites" / If(lambda c: _eff(c) & FEAT_CALLSITE_OFFSETS,
                          PrefixedArray(Count("callsite", 1), ULEB32)),  # running deltas
         "size" / ULEB32,  # v2+: plus the last callsite offset
         "metadata" / ULEB32,
-        "hash" / If(lambda c: _eff(c) & 0x40, u64),
+        "hash" / If(lambda c: _eff(c) & FEAT_BB_HASH, u64),
     )
     bb_range = Struct(
         "address_offset" / Tell,
         "base_address" / addr,
         "num_blocks" / Count("BB entries",
                              lambda c: min_block_bytes(c._root.version, c._root.feature)),
-        "blocks" / If(lambda c: not _eff(c) & 0x10, Array(this.num_blocks, entry)),
+        "blocks" / If(lambda c: not _eff(c) & FEAT_OMIT_BB_ENTRIES,
+                      Array(this.num_blocks, entry)),
     )
     successor = Struct(
         "id" / ULEB32,
         "probability" / ULEB32,
-        "postlink_freq" / If(lambda c: _eff(c) & 0x80, ULEB32),
+        "postlink_freq" / If(lambda c: _eff(c) & FEAT_POST_LINK_CFG, ULEB32),
     )
     pgo_block = Struct(
-        "freq" / If(lambda c: _eff(c) & 0x02, ULEB64),
-        "postlink_freq" / If(lambda c: _eff(c) & 0x80, ULEB32),
-        "successors" / If(lambda c: _eff(c) & 0x04,
-                          PrefixedArray(Count("successor", 2, bits=64), successor)),
+        "freq" / If(lambda c: _eff(c) & FEAT_BB_FREQ, ULEB64),
+        "postlink_freq" / If(lambda c: _eff(c) & FEAT_POST_LINK_CFG, ULEB32),
+        "successors" / If(lambda c: _eff(c) & FEAT_BR_PROB,
+                          PrefixedArray(Count("successor", SUCCESSOR_ULEBS, bits=64), successor)),
     )
     pgo = Struct(
-        "entry_count" / If(lambda c: _eff(c) & 0x01, ULEB64),
-        "blocks" / If(lambda c: _eff(c) & 0x06, Array(_total_blocks, pgo_block)),
+        "entry_count" / If(lambda c: _eff(c) & FEAT_FUNC_ENTRY_COUNT, ULEB64),
+        "blocks" / If(lambda c: _eff(c) & FEAT_PGO_BLOCKS, Array(_total_blocks, pgo_block)),
     )
     if not versioned:
         return Struct(
             "offset" / Tell,
-            "version" / Computed(0),
+            "version" / Computed(VERSION_UNVERSIONED),
             "feature" / Computed(0),
             "eff" / Computed(0),
             "ranges" / Array(1, bb_range),
@@ -198,24 +270,24 @@ def function_struct(versioned: bool = True, address_size: int = 8, little: bool 
         "version" / Version(),
         "feature" / Feature(little),
         "eff" / Computed(lambda c: effective_feature(c.version, c.feature)),
-        "num_ranges" / If(this.eff & 0x08, Rebuild(
+        "num_ranges" / If(this.eff & FEAT_MULTI_BB_RANGE, Rebuild(
             Count("BB ranges", address_size + 1, nonzero=True), len_(this.ranges))),
-        "ranges" / Array(lambda c: c.num_ranges if c.eff & 0x08 else 1, bb_range),
-        "pgo" / If(lambda c: c.eff & 0x07, pgo),
+        "ranges" / Array(lambda c: c.num_ranges if c.eff & FEAT_MULTI_BB_RANGE else 1,
+                         bb_range),
+        "pgo" / If(lambda c: c.eff & FEAT_PGO_ANALYSIS, pgo),
     )
 
 
 @lru_cache(maxsize=8)
 def bb_info_struct(address_size: int = 8, little: bool = True):
     """One function of the 2020 ``.bb_info`` proposal: the entry block has no offset."""
-    addr = Fixed({(8, True): Int64ul, (8, False): Int64ub,
-                  (4, True): Int32ul, (4, False): Int32ub}[address_size, little])
+    addr = _address(address_size, little)
     block = Struct("offset" / ULEB32, "size" / ULEB32, "metadata" / ULEB32)
     return Struct(
         "offset" / Tell,
         "address_offset" / Tell,
         "address" / addr,
-        "num_blocks" / Count("basic blocks", 2, nonzero=True),  # entry block: 2 bytes
+        "num_blocks" / Count("basic blocks", BB_INFO_ENTRY_BLOCK_ULEBS, nonzero=True),
         "entry_size" / ULEB32,
         "entry_metadata" / ULEB32,
         "blocks" / Array(this.num_blocks - 1, block),
@@ -239,7 +311,16 @@ def callsite_deltas(offsets: list[int] | tuple[int, ...]) -> list[int]:
     return out
 
 
-__all__ = ["SHT_LLVM_BB_ADDR_MAP", "SHT_LLVM_BB_ADDR_MAP_V0", "BB_INFO_SECTION", "Count",
-           "FEATURE_MIN_VERSION", "KNOWN_FEATURES", "KNOWN_METADATA", "MAX_VERSION",
-           "MapFault", "bb_info_struct", "callsite_deltas", "callsite_offsets",
-           "effective_feature", "encode_uleb", "function_struct", "min_block_bytes"]
+__all__ = ["BB_INFO_ENTRY_BLOCK_ULEBS", "BB_INFO_SECTION", "BLOCK_HASH_BYTES",
+           "CALLSITE_COUNT_INDEX", "CALLSITE_ENTRY_ULEBS", "ENTRY_ULEBS", "ENTRY_ULEBS_NO_ID",
+           "FEATURE_MIN_VERSION",
+           "FEATURE_NAMES", "FEAT_BB_FREQ", "FEAT_BB_HASH", "FEAT_BR_PROB",
+           "FEAT_CALLSITE_OFFSETS", "FEAT_FUNC_ENTRY_COUNT", "FEAT_MULTI_BB_RANGE",
+           "FEAT_OMIT_BB_ENTRIES", "FEAT_PGO_ANALYSIS", "FEAT_PGO_BLOCKS", "FEAT_POST_LINK_CFG",
+           "KNOWN_FEATURES", "KNOWN_METADATA", "MAX_VERSION", "MD_CAN_FALL_THROUGH",
+           "MD_HAS_INDIRECT_BRANCH", "MD_HAS_RETURN", "MD_HAS_TAIL_CALL", "MD_IS_EH_PAD",
+           "MD_NAMES", "METADATA_MAX", "SHT_LLVM_BB_ADDR_MAP", "SHT_LLVM_BB_ADDR_MAP_V0",
+           "SUCCESSOR_ULEBS", "UINT32_MAX", "VERSION_BLOCK_IDS", "VERSION_FEATURE_U16",
+           "VERSION_UNVERSIONED", "Count", "MapFault", "bb_info_struct", "callsite_deltas",
+           "callsite_offsets", "effective_feature", "encode_uleb", "function_struct",
+           "min_block_bytes"]

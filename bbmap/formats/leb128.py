@@ -11,6 +11,10 @@ from __future__ import annotations
 from construct import Construct, ConstructError, SizeofError, stream_tell
 from construct.core import stream_write
 
+LEB_GROUP_BITS = 7  # payload bits per byte
+LEB_PAYLOAD = 0x7F
+LEB_MORE = 0x80  # set on every byte but the last: a byte below it ends the number
+SLEB_SIGN = 0x40  # in the last byte of a signed LEB128: the value is negative
 MAX_ULEB_BYTES = 10  # a u64 needs at most ten 7-bit groups
 
 
@@ -28,32 +32,52 @@ def encode_uleb(value: int) -> bytes:
         raise ValueError(f"ULEB128 cannot encode negative value {value}")
     out = bytearray()
     while True:
-        byte = value & 0x7F
-        value >>= 7
+        byte = value & LEB_PAYLOAD
+        value >>= LEB_GROUP_BITS
         if value:
-            out.append(byte | 0x80)
+            out.append(byte | LEB_MORE)
         else:
             out.append(byte)
             return bytes(out)
 
 
-def decode_uleb(data: bytes | memoryview, pos: int, end: int | None = None) -> tuple[int, int]:
-    """Return ``(value, next_pos)``; raise :class:`MapFault` if it runs past ``end``."""
+def decode_uleb(data: bytes | memoryview, pos: int, end: int | None = None, *,
+                offset: int | None = None, path: str | None = None) -> tuple[int, int]:
+    """Return ``(value, next_pos)``; raise :class:`MapFault` if it runs past ``end``.
+
+    ``offset`` is the byte offset faults name (default ``pos``: where the number starts).
+    """
     end = len(data) if end is None else end
-    start = pos
+    start = pos if offset is None else offset
     value = shift = 0
     while True:
         if pos >= end:
             raise MapFault(f"unable to decode LEB128 at offset {start:#010x}: "
-                           "malformed uleb128, extends past end", start)
+                           "malformed uleb128, extends past end", start, path)
         b = data[pos]
         pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
+        value |= (b & LEB_PAYLOAD) << shift
+        shift += LEB_GROUP_BITS
+        if b < LEB_MORE:
             return value, pos
-        if shift >= 7 * MAX_ULEB_BYTES:
-            raise MapFault(f"ULEB128 value at offset {start:#x} exceeds UINT64_MAX", start)
+        if shift >= LEB_GROUP_BITS * MAX_ULEB_BYTES:
+            raise MapFault(f"ULEB128 value at offset {start:#x} exceeds UINT64_MAX", start, path)
+
+
+def decode_sleb(data: bytes, pos: int) -> tuple[int, int]:
+    """Signed LEB128 at ``pos``: ``(value, next_pos)`` (ELF CREL relocations use it)."""
+    value = shift = 0
+    while True:
+        if pos >= len(data):
+            raise MapFault("malformed sleb128, extends past end", pos)
+        b = data[pos]
+        pos += 1
+        value |= (b & LEB_PAYLOAD) << shift
+        shift += LEB_GROUP_BITS
+        if b < LEB_MORE:
+            if b & SLEB_SIGN:
+                value -= 1 << shift
+            return value, pos
 
 
 def check_width(value: int, bits: int, offset: int) -> int:
@@ -73,20 +97,10 @@ class ULEB(Construct):
 
     def _parse(self, stream, context, path):
         start = stream_tell(stream, path)
-        value = shift = 0
-        while True:
-            chunk = stream.read(1)
-            if not chunk:
-                raise MapFault(f"unable to decode LEB128 at offset {start:#010x}: "
-                               "malformed uleb128, extends past end", start, path)
-            b = chunk[0]
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                return check_width(value, self.bits, start)
-            if shift >= 7 * MAX_ULEB_BYTES:
-                raise MapFault(f"ULEB128 value at offset {start:#x} exceeds UINT64_MAX",
-                               start, path)
+        head = stream.read(MAX_ULEB_BYTES)  # the longest a ULEB128 can be; the rest goes back
+        value, used = decode_uleb(head, 0, offset=start, path=path)
+        stream.seek(start + used)
+        return check_width(value, self.bits, start)
 
     def _build(self, obj, stream, context, path):
         if obj is None or obj < 0 or (self.bits and obj >> self.bits):
@@ -127,5 +141,6 @@ class Fixed(Construct):
         return self.width
 
 
-__all__ = ["ULEB", "ULEB32", "ULEB64", "Fixed", "MapFault", "encode_uleb", "decode_uleb",
-           "check_width"]
+__all__ = ["LEB_GROUP_BITS", "LEB_MORE", "LEB_PAYLOAD", "MAX_ULEB_BYTES", "SLEB_SIGN", "ULEB",
+           "ULEB32", "ULEB64", "Fixed", "MapFault", "check_width", "decode_sleb", "decode_uleb",
+           "encode_uleb"]

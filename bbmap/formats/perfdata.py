@@ -11,6 +11,7 @@ side records); SAMPLE records are decoded by the vectorized fast path in
 
 from __future__ import annotations
 
+import struct
 from functools import lru_cache
 
 from construct import (
@@ -68,8 +69,18 @@ EVENT_UPDATE_NAME = 2
 REC_COMPRESSED, REC_FINISHED_INIT, REC_COMPRESSED2 = 81, 82, 83
 USER_TYPE_START = 64
 
+# mmap(2) bits in MMAP2 records (prot, flags); an MMAP record is executable unless MMAP_DATA
+PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
+MAP_SHARED, MAP_PRIVATE = 1, 2
+
 # header.misc bits
 MISC_CPUMODE_MASK = 0x7
+# ... the cpumode values under that mask (PERF_RECORD_MISC_*), named as perf prints them
+CPUMODE_UNKNOWN, CPUMODE_KERNEL, CPUMODE_USER, CPUMODE_HYPERVISOR = 0, 1, 2, 3
+CPUMODE_GUEST_KERNEL, CPUMODE_GUEST_USER = 4, 5
+CPUMODE_NAMES = {CPUMODE_UNKNOWN: "unknown", CPUMODE_KERNEL: "kernel", CPUMODE_USER: "user",
+                 CPUMODE_HYPERVISOR: "hypervisor", CPUMODE_GUEST_KERNEL: "guest_kernel",
+                 CPUMODE_GUEST_USER: "guest_user"}
 MISC_PROC_MAP_PARSE_TIMEOUT = 1 << 12
 MISC_MMAP_DATA = 1 << 13
 MISC_COMM_EXEC = 1 << 13
@@ -110,7 +121,7 @@ F_SAMPLE_ID_ALL, F_EXCLUDE_KERNEL, F_EXCLUDE_HV = 1 << 18, 1 << 5, 1 << 6
 F_MMAP2, F_COMM_EXEC = 1 << 23, 1 << 24
 
 # feature bits (util/header.h)
-FEATURE_NAMES: dict[int, str] = {
+HEADER_FEATURE_NAMES: dict[int, str] = {
     1: "tracing_data", 2: "build_id", 3: "hostname", 4: "osrelease", 5: "version", 6: "arch",
     7: "nrcpus", 8: "cpudesc", 9: "cpuid", 10: "total_mem", 11: "cmdline", 12: "event_desc",
     13: "cpu_topology", 14: "numa_topology", 15: "branch_stack", 16: "pmu_mappings",
@@ -132,6 +143,35 @@ COMP_ZSTD = 1
 
 def align(n: int, a: int) -> int:
     return (n + a - 1) // a * a
+
+
+# ------------------------------------------------------------------ fixed layouts for fast paths
+def field_offset(st: Struct, name: str) -> int:
+    """Byte offset of field ``name`` in ``st`` (every field before it fixed-size)."""
+    at = 0
+    for sc in st.subcons:
+        if getattr(sc, "name", None) == name:
+            return at
+        at += sc.sizeof()
+    raise KeyError(name)
+
+
+def struct_format(st: Struct) -> str:
+    """The :mod:`struct` format of a fixed little-endian Struct of integers and padding,
+    so a fast path unpacks exactly the fields the declaration names."""
+    out = "<"
+    for sc in st.subcons:
+        inner = getattr(sc, "subcon", sc)
+        fmtstr = getattr(inner, "fmtstr", None)
+        if fmtstr is not None:
+            if fmtstr[0] not in "<=":
+                raise ValueError(f"{st}: field {sc.name} is not little-endian")
+            out += fmtstr[1:]
+        elif getattr(sc, "name", None) is None:  # Padding
+            out += "x" * sc.sizeof()
+        else:
+            raise ValueError(f"{st}: field {sc.name} has no struct format")
+    return out
 
 
 # ------------------------------------------------------------------ small helpers
@@ -180,7 +220,12 @@ assert FileHeader.sizeof() == FILE_HEADER_SIZE
 PipeHeader = Struct("magic" / Const(MAGIC), "size" / Int64ul)
 
 EventHeader = Struct("type" / Int32ul, "misc" / Int16ul, "size" / Int16ul)
-EVENT_HEADER_SIZE = 8
+EVENT_HEADER_SIZE = EventHeader.sizeof()
+EVENT_HEADER_STRUCT = struct.Struct(struct_format(EventHeader))  # (type, misc, size)
+U64_STRUCT = struct.Struct("<Q")  # perf.data is little-endian (an opposite-endian file is refused)
+U32_STRUCT = struct.Struct("<I")
+SIZE_AT = field_offset(EventHeader, "size")  # where a record's u16 size sits
+MISC_AT = field_offset(EventHeader, "misc")
 
 # ------------------------------------------------------------------ perf_event_attr
 # Every field up to PERF_ATTR_SIZE_VER8 (136 bytes).  Older, shorter attrs are zero-filled;
@@ -299,22 +344,26 @@ GroupDesc = PrefixedArray(Int32ul, Struct(
     "name" / HeaderString, "leader_idx" / Int32ul, "nr_members" / Int32ul))
 
 # build_id_event: header, pid, 20 id bytes + size byte (or 24 bytes of id), filename.
-BuildIdEvent = Struct(
+BUILD_ID_BYTES = 20  # perf's field for an id (BUILD_ID_SIZE); shorter ids are zero-padded
+BuildIdHead = Struct(
     "header" / EventHeader,
     "pid" / Int32sl,
-    "data" / Bytes(20),
+    "data" / Bytes(BUILD_ID_BYTES),
     "bid_size" / Int8ul,
     "reserved1" / Int8ul,
     "reserved2" / Int16ul,
-    "filename" / FixedSized(this.header.size - 36, RecordName),
 )
-BUILD_ID_EVENT_FIXED = 36
+BUILD_ID_EVENT_FIXED = BuildIdHead.sizeof()
+BuildIdEvent = Struct(
+    *BuildIdHead.subcons,
+    "filename" / FixedSized(this.header.size - BUILD_ID_EVENT_FIXED, RecordName),
+)
 
 
 def build_id_hex(ev) -> str:
     """The id as perf prints it: ``size`` bytes when the size bit is set, else trailing
     zero words trimmed (quipper's rule; lld's 8-byte ids are stored zero-padded)."""
-    if ev.header.misc & MISC_BUILD_ID_SIZE and 0 < ev.bid_size <= 20:
+    if ev.header.misc & MISC_BUILD_ID_SIZE and 0 < ev.bid_size <= BUILD_ID_BYTES:
         return ev.data[: ev.bid_size].hex()
     data = ev.data
     while len(data) >= 4 and data[-4:] == b"\0\0\0\0":
@@ -325,18 +374,22 @@ def build_id_hex(ev) -> str:
 # ------------------------------------------------------------------ record bodies
 # Bodies start after the 8-byte header.  Where a sample_id trailer may follow, the reader
 # slices it off first (its size is known from the attr), so names are GreedyBytes.
-MmapBody = Struct(
-    "pid" / Int32sl, "tid" / Int32sl, "start" / Int64ul, "len" / Int64ul, "pgoff" / Int64ul,
-    "filename" / RecordName)
+# The fixed parts are declared on their own too: the fast side-record path unpacks them.
+MmapHead = Struct(
+    "pid" / Int32sl, "tid" / Int32sl, "start" / Int64ul, "len" / Int64ul, "pgoff" / Int64ul)
+MmapBody = Struct(*MmapHead.subcons, "filename" / RecordName)
+Mmap2BuildId = Struct("build_id_size" / Int8ul, Padding(3), "build_id" / Bytes(BUILD_ID_BYTES))
+Mmap2Inode = Struct("maj" / Int32ul, "min" / Int32ul, "ino" / Int64ul,
+                    "ino_generation" / Int64ul)
+assert Mmap2BuildId.sizeof() == Mmap2Inode.sizeof()  # a union in the kernel's struct
+Mmap2Prot = Struct("prot" / Int32ul, "flags" / Int32ul)
 Mmap2Body = Struct(
-    "pid" / Int32sl, "tid" / Int32sl, "start" / Int64ul, "len" / Int64ul, "pgoff" / Int64ul,
-    "u" / IfThenElse(
-        this._params.misc & MISC_MMAP_BUILD_ID,
-        Struct("build_id_size" / Int8ul, Padding(3), "build_id" / Bytes(20)),
-        Struct("maj" / Int32ul, "min" / Int32ul, "ino" / Int64ul, "ino_generation" / Int64ul)),
-    "prot" / Int32ul, "flags" / Int32ul,
+    *MmapHead.subcons,
+    "u" / IfThenElse(this._params.misc & MISC_MMAP_BUILD_ID, Mmap2BuildId, Mmap2Inode),
+    *Mmap2Prot.subcons,
     "filename" / RecordName)
-CommBody = Struct("pid" / Int32sl, "tid" / Int32sl, "comm" / RecordName)
+CommHead = Struct("pid" / Int32sl, "tid" / Int32sl)
+CommBody = Struct(*CommHead.subcons, "comm" / RecordName)
 ForkExitBody = Struct(
     "pid" / Int32sl, "ppid" / Int32sl, "tid" / Int32sl, "ptid" / Int32sl, "time" / Int64ul)
 LostBody = Struct("id" / Int64ul, "lost" / Int64ul)
@@ -353,6 +406,8 @@ HeaderAttrBody = Struct("attr" / EventAttr, "ids" / GreedyRange(Int64ul))
 EventTypeBody = Struct("event_id" / Int64ul, "name" / FixedSized(64, RecordName))
 TracingDataBody = Struct("size" / Int32ul, Padding(4))
 HeaderFeatureBody = Struct("feat_id" / Int64ul, "data" / GreedyBytes)
+EventUpdateHead = Struct("type" / Int64ul, "id" / Int64ul)  # then the update's payload
+EventUpdateBody = Struct(*EventUpdateHead.subcons, "data" / GreedyBytes)
 CompressedBody = Struct("data" / GreedyBytes)
 Compressed2Body = Struct(
     "data_size" / Int64ul, "data" / Bytes(this.data_size), "padding" / GreedyBytes)
@@ -381,6 +436,17 @@ RECORD_BODIES: dict[int, Construct] = {
 
 # ------------------------------------------------------------------ SAMPLE fields
 BranchEntry = Struct("from_" / Int64ul, "to" / Int64ul, "flags" / Int64ul)
+BRANCH_ENTRY_SIZE = BranchEntry.sizeof()
+BRANCH_COUNTER_SIZE = Int64ul.sizeof()  # PERF_SAMPLE_BRANCH_COUNTERS: one u64 per entry
+
+# perf_branch_entry.flags: mispred:1 predicted:1 in_tx:1 abort:1 cycles:16 type:4 ...
+# (include/uapi/linux/perf_event.h); ``type`` is filled with PERF_SAMPLE_BRANCH_TYPE_SAVE
+BRF_MISPRED, BRF_PREDICTED, BRF_IN_TX, BRF_ABORT = 1, 2, 4, 8
+BRF_CYCLES_SHIFT, BRF_CYCLES_MASK = 4, 0xFFFF
+BRF_TYPE_SHIFT, BRF_TYPE_MASK = 20, 0xF
+# enum perf_branch_type
+BR_TYPE_COND, BR_TYPE_UNCOND, BR_TYPE_IND, BR_TYPE_CALL, BR_TYPE_IND_CALL = 1, 2, 3, 4, 5
+BR_TYPE_RET, BR_TYPE_SYSCALL, BR_TYPE_SYSRET, BR_TYPE_COND_CALL, BR_TYPE_COND_RET = 6, 7, 8, 9, 10
 
 
 @lru_cache(maxsize=256)
@@ -453,6 +519,19 @@ def sample_struct(sample_type: int, read_format: int = 0, branch_sample_type: in
     )
 
 
+def sample_fixed_fields(sample_type: int) -> list[tuple[str, str]]:
+    """(name, struct code) of the fixed-size SAMPLE fields before the first variable one
+    (READ), as :func:`sample_struct` declares them: a writer's fast packer uses these."""
+    out = []
+    for sc in sample_struct(sample_type).subcons:
+        if sc.name == "read":
+            break
+        cond, field = sc.subcon.condfunc, sc.subcon.thensubcon  # If(bool, FormatField)
+        if cond(None) if callable(cond) else cond:
+            out.append((sc.name, field.fmtstr[1:]))
+    return out
+
+
 @lru_cache(maxsize=256)
 def sample_id_struct(sample_type: int) -> Struct:
     """The ``sample_id_all`` trailer on non-SAMPLE records (IDENTIFIER is the *last* u64)."""
@@ -467,6 +546,12 @@ def sample_id_struct(sample_type: int) -> Struct:
         "cpu_res" / If(bool(st & S_CPU), Int32ul),
         "identifier" / If(bool(st & S_IDENTIFIER), Int64ul),
     )
+
+
+@lru_cache(maxsize=256)
+def sample_id_time_offset(sample_type: int) -> int:
+    """Byte offset of ``time`` in the sample_id trailer (which must have S_TIME)."""
+    return field_offset(sample_id_struct(sample_type), "time")
 
 
 def sample_id_size(sample_type: int) -> int:

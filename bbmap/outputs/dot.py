@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.errors import BBMapError
-from bbmap.model import MD_CAN_FALL_THROUGH
+from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH
 from bbmap.outputs.svg import (
     C_BACK,
     C_CROSS,
@@ -29,7 +29,7 @@ from bbmap.outputs.svg import (
     function_data,
 )
 
-FONT = "DejaVu Sans Mono"
+FONTNAME = "DejaVu Sans Mono"  # Graphviz takes one font name, not a CSS stack
 
 
 def quote(s: object) -> str:
@@ -61,9 +61,9 @@ def function_dot(ctx: PictureContext, fd: FunctionData) -> str:
              + f"\nfill: {scale.title}, max {scale.vmax:,}")
     o = [f"digraph {quote(fd.name)} {{",
          f"  graph [label={quote(title)}, "
-         f'labelloc=t, labeljust=l, fontname={quote(FONT)}, newrank=true];',
-         f'  node [shape=box, style="filled", fontname={quote(FONT)}, fontsize=10];',
-         f"  edge [fontname={quote(FONT)}, fontsize=9];"]
+         f'labelloc=t, labeljust=l, fontname={quote(FONTNAME)}, newrank=true];',
+         f'  node [shape=box, style="filled", fontname={quote(FONTNAME)}, fontsize=10];',
+         f"  edge [fontname={quote(FONTNAME)}, fontsize=9];"]
     for ci, c in enumerate(fd.columns):
         what = "entry" if c.entry else "part"
         label = f"{what}{' ' + c.label if c.label else ''} @ {c.base:#x}"

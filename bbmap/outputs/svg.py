@@ -25,7 +25,7 @@ import numpy as np
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.errors import BBMapError
-from bbmap.model import (
+from bbmap.formats.bbaddrmap import (
     MD_CAN_FALL_THROUGH,
     MD_HAS_INDIRECT_BRANCH,
     MD_HAS_RETURN,
@@ -47,7 +47,7 @@ MARKS = ((MD_HAS_RETURN, "ret", "return"), (MD_HAS_TAIL_CALL, "tail", "tail call
 
 # edge colours: forward branch, back edge (loop), other range, fall-through, other function
 C_FWD, C_BACK, C_CROSS, C_FT, C_FT_NONE = "#2166ac", "#6a3d9a", "#1b7837", "#4d4d4d", "#bdbdbd"
-FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
+FONT_FAMILY = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 
 # geometry (px)
 MARGIN = 16
@@ -359,7 +359,7 @@ def _defs() -> str:
 
 _STYLE = (
     "<style>"
-    f"text{{font-family:{FONT};font-size:11px}}"
+    f"text{{font-family:{FONT_FAMILY};font-size:11px}}"
     ".title{font-size:15px;font-weight:bold}.sub{fill:#444}.small{font-size:9px}"
     ".blk{stroke:#5a5a5a;stroke-width:0.8}.cell{stroke:none}"
     ".edge{fill:none;stroke-linecap:round}.lbl{font-size:9px;paint-order:stroke;"

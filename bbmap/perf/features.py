@@ -52,7 +52,7 @@ def parse_build_ids(data: bytes, diag: Diagnostics, file: str, section: str, bas
 def parse_feature(feat: int, data: bytes, diag: Diagnostics, file: str, base: int,
                   features: dict, build_ids: list[BuildIdEntry]) -> None:
     """Parse one feature payload into ``features`` (or ``build_ids``)."""
-    name = fmt.FEATURE_NAMES.get(feat, f"feature_{feat}")
+    name = fmt.HEADER_FEATURE_NAMES.get(feat, f"feature_{feat}")
     section = f"feature {name}"
     try:
         if feat == fmt.FEAT_BUILD_ID:

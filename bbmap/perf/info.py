@@ -12,11 +12,10 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
+from bbmap.formats import perfdata as fmt
 from bbmap.perf.reader import PerfData
 from bbmap.perf.records import CommRecord, MmapRecord, SampleBatch, SideRecords
 
-CPUMODE_NAMES = {0: "unknown", 1: "kernel", 2: "user", 3: "hypervisor", 4: "guest_kernel",
-                 5: "guest_user"}
 SCHEMA_VERSION = 1
 
 
@@ -26,7 +25,7 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50,
     ``diagnostics``, if given, receives the reader's Diagnostic objects (with severity)."""
     p = PerfData(path)
     per_event = np.zeros(max(len(p.attrs), 1) + 1, np.int64)
-    per_mode = np.zeros(8, np.int64)
+    per_mode = np.zeros(fmt.MISC_CPUMODE_MASK + 1, np.int64)
     total = with_br = br_entries = 0
     t_min, t_max = None, None
     mmaps: dict[int, Counter] = defaultdict(Counter)
@@ -43,7 +42,8 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50,
                 per_event = np.resize(per_event, len(p.attrs) + 1)
             per_event += np.bincount(item.event.astype(np.int64),
                                      minlength=len(per_event))[:len(per_event)]
-            per_mode += np.bincount(item.cpumode & 7, minlength=8)[:8]
+            per_mode += np.bincount(item.cpumode & fmt.MISC_CPUMODE_MASK,
+                                    minlength=len(per_mode))[:len(per_mode)]
             counts = np.diff(item.br_ptr)
             with_br += int(np.count_nonzero(counts))
             br_entries += int(counts.sum())
@@ -89,7 +89,7 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50,
         "samples": {
             "total": total,
             "by_event": _by_event(p, per_event),
-            "by_cpumode": {CPUMODE_NAMES.get(m, str(m)): int(c)
+            "by_cpumode": {fmt.CPUMODE_NAMES.get(m, str(m)): int(c)
                            for m, c in enumerate(per_mode) if c},
             "with_branch_stack": with_br,
             "branch_entries": br_entries,

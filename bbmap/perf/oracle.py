@@ -15,6 +15,7 @@ from collections import Counter
 
 import numpy as np
 
+from bbmap.formats import perfdata as fmt
 from bbmap.perf.reader import PerfData
 from bbmap.perf.records import SampleBatch
 
@@ -127,8 +128,10 @@ def script_samples(path: str) -> list[tuple[int, int, int, int]]:
 
 def flags_text(flags: int) -> str:
     """perf script's ``M|P|-/X|-/A|-/cycles`` rendering of perf_branch_entry.flags."""
-    mis = "M" if flags & 1 else "P" if flags & 2 else "-"
-    return f"{mis}/{'X' if flags & 4 else '-'}/{'A' if flags & 8 else '-'}/{flags >> 4 & 0xFFFF}"
+    mis = "M" if flags & fmt.BRF_MISPRED else "P" if flags & fmt.BRF_PREDICTED else "-"
+    return (f"{mis}/{'X' if flags & fmt.BRF_IN_TX else '-'}/"
+            f"{'A' if flags & fmt.BRF_ABORT else '-'}/"
+            f"{flags >> fmt.BRF_CYCLES_SHIFT & fmt.BRF_CYCLES_MASK}")
 
 
 def parse_script_brstack(text: str) -> list[tuple[int, tuple]]:

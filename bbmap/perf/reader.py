@@ -30,23 +30,29 @@ from bbmap.perf.attrs import EventAttr
 from bbmap.perf.compressed import InflateError, RecordInflater
 from bbmap.perf.features import BuildIdEntry, parse_build_ids, parse_feature
 from bbmap.perf.records import (
-    CommRecord,
-    ExitRecord,
-    ForkRecord,
-    MmapRecord,
     SampleBatch,
     SideRecords,
 )
 from bbmap.perf.samples import SampleLayout, decode_samples, gather_u16, sample_ids
+from bbmap.perf.side import decode_side, decode_side_construct
 
-_HDR = struct.Struct("<IHH")
+_HDR = fmt.EVENT_HEADER_STRUCT
+_EH = fmt.EVENT_HEADER_SIZE
 _RELEASE_STEP = 32 << 20  # give read pages back to the OS every 32 MiB
-_U64 = struct.Struct("<Q")
+_U64, _U32 = fmt.U64_STRUCT, fmt.U32_STRUCT
 _MAX_ATTRS = 4096
 _SIDE_TYPES = frozenset((fmt.REC_MMAP, fmt.REC_MMAP2, fmt.REC_COMM, fmt.REC_FORK, fmt.REC_EXIT))
 _HEADER_TYPES = frozenset((fmt.REC_HEADER_ATTR, fmt.REC_HEADER_FEATURE, fmt.REC_HEADER_BUILD_ID,
                            fmt.REC_EVENT_UPDATE, fmt.REC_HEADER_EVENT_TYPE))
-PROT_READ, PROT_EXEC = 1, 4
+_FILE_HEADER = {name: fmt.field_offset(fmt.FileHeader, name)
+                for name in ("size", "attr_size", "attrs", "data")}
+_SECTION = fmt.FileSection.sizeof()  # (offset, size) of a file section or feature
+_SECTION_STRUCT = struct.Struct(fmt.struct_format(fmt.FileSection))
+_LOST_AT = _EH + fmt.field_offset(fmt.LostBody, "lost")
+_LOST_SAMPLES_AT = _EH + fmt.field_offset(fmt.LostSamplesBody, "lost")
+_COMPRESSED2_DATA_AT = _EH + fmt.field_offset(fmt.Compressed2Body, "data")
+_ID_INDEX_ENTRY = fmt.IdIndexEntry.sizeof()
+_EVENT_UPDATE_HEAD = struct.Struct(fmt.struct_format(fmt.EventUpdateHead))
 
 
 @dataclass
@@ -148,7 +154,7 @@ class PerfData:
         if magic != fmt.MAGIC:
             raise BBMapError(f"not perf data: magic {magic!r}", file=self.path,
                              section="file header", offset=0)
-        hsize = _U64.unpack_from(self._mv, 8)[0]
+        hsize = _U64.unpack_from(self._mv, _FILE_HEADER["size"])[0]
         if hsize == fmt.PIPE_HEADER_SIZE:
             self.mode = "pipe"
             self._data_start, self._data_end = fmt.PIPE_HEADER_SIZE, self.file_size
@@ -184,19 +190,20 @@ class PerfData:
                        "attrs": {"offset": h.attrs.offset, "size": h.attrs.size},
                        "data": {"offset": h.data.offset, "size": h.data.size}}
         if h.attr_size == 0:
-            raise BBMapError("attr_size is 0", file=self.path, section="file header", offset=16)
+            raise BBMapError("attr_size is 0", file=self.path, section="file header",
+                             offset=_FILE_HEADER["attr_size"])
         nattrs = h.attrs.size // h.attr_size
         if nattrs > _MAX_ATTRS or h.attrs.offset + h.attrs.size > self.file_size:
             raise BBMapError(f"attrs section ({nattrs} entries at {h.attrs.offset:#x}) lies "
                              "outside the file", file=self.path, section="file header",
-                             offset=24)
+                             offset=_FILE_HEADER["attrs"])
         for i in range(nattrs):
             pos = h.attrs.offset + i * h.attr_size
             where = {"file": self.path, "section": f"attr {i}", "offset": pos}
             try:
                 attr = fmt.EventAttr.parse(bytes(self._mv[pos:pos + h.attr_size]))
                 ids_sec = fmt.FileSection.parse(
-                    bytes(self._mv[pos + attr.size:pos + attr.size + 16]))
+                    bytes(self._mv[pos + attr.size:pos + attr.size + _SECTION]))
             except ConstructError as e:
                 raise BBMapError(f"cannot decode perf_event_attr: {_short(e)}", **where) from None
             ids: list[int] = []
@@ -211,13 +218,16 @@ class PerfData:
         start, size = h.data.offset, h.data.size
         if start < hsize or start > self.file_size:
             raise BBMapError(f"data section offset {start:#x} outside the file",
-                             file=self.path, section="file header", offset=40)
+                             file=self.path, section="file header",
+                             offset=_FILE_HEADER["data"])
         finalized = size != 0
         end = start + size if finalized else self.file_size
         if not finalized:
             self.diagnostics.warn("header never finalized (data size 0; perf killed?); "
                                   "reading records to the end of the file",
-                                  file=self.path, section="file header", offset=48)
+                                  file=self.path, section="file header",
+                                  offset=_FILE_HEADER["data"] + fmt.field_offset(
+                                      fmt.FileSection, "size"))
         elif end > self.file_size:
             self.diagnostics.warn(f"data section ends at {end:#x} but the file has "
                                   f"{self.file_size:#x} bytes; records after that are lost",
@@ -233,17 +243,17 @@ class PerfData:
         bits = [b for b in range(fmt.HEADER_FEAT_BITS)
                 if h.adds_features[b // 64] >> (b % 64) & 1]
         for i, bit in enumerate(bits):
-            pos = table + 16 * i
-            if pos + 16 > self.file_size:
+            pos = table + _SECTION * i
+            if pos + _SECTION > self.file_size:
                 self.diagnostics.warn(f"feature table truncated ({len(bits) - i} of "
                                       f"{len(bits)} entries missing)", file=self.path,
                                       section="feature table", offset=pos)
                 return
-            off, size = struct.unpack_from("<QQ", self._mv, pos)
+            off, size = _SECTION_STRUCT.unpack_from(self._mv, pos)
             if bit >= fmt.HEADER_LAST_FEATURE:
                 continue
             if off + size > self.file_size:
-                self.diagnostics.warn(f"feature {fmt.FEATURE_NAMES.get(bit, bit)} section "
+                self.diagnostics.warn(f"feature {fmt.HEADER_FEATURE_NAMES.get(bit, bit)} section "
                                       "lies outside the file", file=self.path,
                                       section="feature table", offset=pos)
                 continue
@@ -285,17 +295,13 @@ class PerfData:
     def _prescan_pipe(self) -> None:
         """Read the synthesized header records at the start so ``attrs`` is known now."""
         mv, off, end = self._mv, self._data_start, self._data_end
-        while off + 8 <= end:
+        while off + _EH <= end:
             typ, misc, size = _HDR.unpack_from(mv, off)
-            if size < 8 or off + size > end:
+            if size < _EH or off + size > end:
                 break
             if typ == fmt.REC_SAMPLE or typ < fmt.USER_TYPE_START and self.attrs:
                 break
-            nxt = off + size
-            if typ == fmt.REC_AUXTRACE and size >= 16:
-                nxt += _U64.unpack_from(mv, off + 8)[0]
-            elif typ == fmt.REC_HEADER_TRACING_DATA and size >= 12:
-                nxt += fmt.align(struct.unpack_from("<I", mv, off + 8)[0], 8)
+            nxt = off + size + _payload_after(typ, mv, off, size)
             if typ in _HEADER_TYPES:
                 self._header_record(typ, misc, mv, off, size, None)
                 self._header_seen.add(off)
@@ -306,7 +312,7 @@ class PerfData:
         self._name_events_from_desc()
 
     def _header_record(self, typ: int, misc: int, mv, off: int, size: int, origin) -> None:
-        body = bytes(mv[off + 8:off + size])
+        body = bytes(mv[off + _EH:off + size])
         where = self._where(off, origin)
         try:
             if typ == fmt.REC_HEADER_ATTR:
@@ -315,25 +321,27 @@ class PerfData:
             elif typ == fmt.REC_HEADER_FEATURE:
                 b = fmt.HeaderFeatureBody.parse(body)
                 if b.feat_id < fmt.HEADER_LAST_FEATURE:
-                    parse_feature(b.feat_id, b.data, self.diagnostics, self.path, off + 16,
+                    parse_feature(b.feat_id, b.data, self.diagnostics, self.path,
+                                  off + _EH + fmt.field_offset(fmt.HeaderFeatureBody, "data"),
                                   self.features, self.build_ids)
             elif typ == fmt.REC_HEADER_BUILD_ID:
                 self.build_ids.extend(parse_build_ids(bytes(mv[off:off + size]),
                                                       self.diagnostics, self.path,
                                                       "HEADER_BUILD_ID", off))
-            elif typ == fmt.REC_EVENT_UPDATE and len(body) >= 16:
-                utype, ident = struct.unpack_from("<QQ", body)
+            elif typ == fmt.REC_EVENT_UPDATE and len(body) >= _EVENT_UPDATE_HEAD.size:
+                utype, ident = _EVENT_UPDATE_HEAD.unpack_from(body)
                 if utype == fmt.EVENT_UPDATE_NAME:
                     k = self.event_of_id(ident)
                     if k >= 0 and k < len(self.attrs):
-                        self.attrs[k].name = fmt.RecordName.parse(body[16:])
+                        self.attrs[k].name = fmt.RecordName.parse(
+                            body[_EVENT_UPDATE_HEAD.size:])
         except ConstructError as e:
             self.diagnostics.warn(f"cannot decode {fmt.RECORD_NAMES.get(typ, typ)} record: "
                                   f"{_short(e)}", **where)
 
     def _info_record(self, typ: int, mv, off: int, size: int, origin) -> None:
         """TIME_CONV (perf time <-> TSC) and ID_INDEX (id -> cpu/tid), kept for callers."""
-        body = bytes(mv[off + 8:off + size])
+        body = bytes(mv[off + _EH:off + size])
         try:
             if typ == fmt.REC_TIME_CONV:
                 b = fmt.TimeConvBody.parse(body, size=size)
@@ -343,8 +351,8 @@ class PerfData:
                     self.time_conv.update(time_cycles=b.ext.time_cycles,
                                           time_mask=b.ext.time_mask)
             else:
-                nr = _U64.unpack_from(body)[0] if len(body) >= 8 else 0
-                if nr > (len(body) - 8) // 32:
+                nr = _U64.unpack_from(body)[0] if len(body) >= _U64.size else 0
+                if nr > (len(body) - _U64.size) // _ID_INDEX_ENTRY:
                     raise ValueError(f"ID_INDEX claims {nr} entries")
                 for e in fmt.IdIndexBody.parse(body).entries:
                     self.id_index[e.id] = (e.idx, e.cpu, e.tid)
@@ -420,13 +428,13 @@ class PerfData:
         unpack = _HDR.unpack_from
         last_size, probe, cooldown = -1, 64, 0
         while True:
-            if off + 8 > end:
+            if off + _EH > end:
                 if off < end and origin is None:
                     self._truncated(st, off, end, "a partial record header")
                 break
             typ, misc, size = unpack(mv, off)
             nxt = off + size
-            if typ == fmt.REC_SAMPLE and size >= 8 and nxt <= end:
+            if typ == fmt.REC_SAMPLE and size >= _EH and nxt <= end:
                 if st.side:
                     st.seq = seq
                     yield SideRecords(st.side)
@@ -436,7 +444,7 @@ class PerfData:
                     k = min(probe, (end - off) // size, chunk - len(offs) - st.nruns)
                     if k >= 8:
                         types = np.ndarray((k,), "<u4", mv, off, (size,))
-                        sizes = np.ndarray((k,), "<u2", mv, off + 6, (size,))
+                        sizes = np.ndarray((k,), "<u2", mv, off + fmt.SIZE_AT, (size,))
                         good = (types == fmt.REC_SAMPLE) & (sizes == size)
                         m = k if good.all() else int(np.argmin(good))
                         if offs:
@@ -448,7 +456,7 @@ class PerfData:
                         st.runs.append((off + size * np.arange(m, dtype=np.int64),
                                         seq + np.arange(m, dtype=np.int64)))
                         st.nruns += m
-                        counts[9] += m
+                        counts[fmt.REC_SAMPLE] += m
                         seq += m
                         off += m * size
                         if m == k:
@@ -464,7 +472,7 @@ class PerfData:
                         continue
                 cooldown -= 1
                 last_size = size
-                counts[9] += 1
+                counts[fmt.REC_SAMPLE] += 1
                 offs_append(off)
                 seqs_append(seq)
                 seq += 1
@@ -477,7 +485,7 @@ class PerfData:
                 off = nxt
                 continue
             last_size = -1
-            if size < 8:
+            if size < _EH:
                 if origin is None:
                     self._stop(st, off, f"record size {size} (type {typ}) is below 8; "
                                "the rest of the stream cannot be trusted", origin)
@@ -486,10 +494,7 @@ class PerfData:
                                "the rest of the compressed stream is skipped", origin)
                     st.compressed_broken = True
                 break
-            if typ == fmt.REC_AUXTRACE and size >= 16:
-                nxt += _U64.unpack_from(mv, off + 8)[0]
-            elif typ == fmt.REC_HEADER_TRACING_DATA and size >= 12:
-                nxt += fmt.align(struct.unpack_from("<I", mv, off + 8)[0], 8)
+            nxt += _payload_after(typ, mv, off, size)
             if nxt > end:
                 if origin is None:
                     self._truncated(st, off, end, f"a {fmt.RECORD_NAMES.get(typ, typ)} "
@@ -521,10 +526,10 @@ class PerfData:
                 chunk = st.chunk - st.nparts
             elif typ == fmt.REC_TIME_CONV or typ == fmt.REC_ID_INDEX:
                 self._info_record(typ, mv, off, size, origin)
-            elif typ == fmt.REC_LOST and size >= 24:
-                self.lost += _U64.unpack_from(mv, off + 16)[0]
-            elif typ == fmt.REC_LOST_SAMPLES and size >= 16:
-                self.lost_samples += _U64.unpack_from(mv, off + 8)[0]
+            elif typ == fmt.REC_LOST and size >= _LOST_AT + _U64.size:
+                self.lost += _U64.unpack_from(mv, off + _LOST_AT)[0]
+            elif typ == fmt.REC_LOST_SAMPLES and size >= _LOST_SAMPLES_AT + _U64.size:
+                self.lost_samples += _U64.unpack_from(mv, off + _LOST_SAMPLES_AT)[0]
             elif typ in _HEADER_TYPES:
                 key = off if origin is None else (origin, off)
                 if key not in self._header_seen:
@@ -563,12 +568,13 @@ class PerfData:
             mmap_len = (self.features.get("compressed") or {}).get("mmap_len", 0)
             st.inflater = RecordInflater(max(64 << 20, 4 * int(mmap_len or 0)))
         if typ == fmt.REC_COMPRESSED2:
-            if size < 16:
+            at = _COMPRESSED2_DATA_AT
+            if size < at:
                 return
-            dsize = _U64.unpack_from(mv, off + 8)[0]
-            payload = mv[off + 16:off + 16 + min(dsize, size - 16)]
+            dsize = _U64.unpack_from(mv, off + _EH)[0]
+            payload = mv[off + at:off + at + min(dsize, size - at)]
         else:
-            payload = mv[off + 8:off + size]
+            payload = mv[off + _EH:off + size]
         try:
             inner = st.inflater.inflate(payload)
         except InflateError as e:
@@ -601,7 +607,7 @@ class PerfData:
                 st.parts.append(part)
                 st.nparts += len(part)
         if st.parts and (not decode_only or st.nparts >= st.chunk):
-            batch = _concat(st.parts)
+            batch = SampleBatch.concat(st.parts)
             st.parts = []
             st.nparts = 0
             yield batch
@@ -621,12 +627,12 @@ class PerfData:
             found = (keys[i] == ids) if len(keys) else np.zeros(n, bool)
             ev = np.where(found, vals[i] if len(keys) else 0, -1).astype(np.int16)
             ev[ids == 0] = 0
-        misc = gather_u16(buf, offs + 4)
+        misc = gather_u16(buf, offs + fmt.MISC_AT)
         keep = ev >= 0
         st.unknown_id_samples += int(n - keep.sum())
         out = SampleBatch(
             seq=seqs, pid=np.full(n, -1, np.int32), tid=np.full(n, -1, np.int32),
-            time=np.zeros(n, np.uint64), cpumode=(misc & 7).astype(np.uint8),
+            time=np.zeros(n, np.uint64), cpumode=(misc & fmt.MISC_CPUMODE_MASK).astype(np.uint8),
             ip=np.zeros(n, np.uint64), period=np.zeros(n, np.uint64), event=ev)
         counts = np.zeros(n, np.int64)
         pieces = []
@@ -670,7 +676,7 @@ class PerfData:
             out.br_flags[dest] = d.br_flags
         out.br_ptr = br_ptr
         if not keep.all():
-            out = _select(out, keep)
+            out = out.select(keep)
         return out
 
     def _layout(self, k: int) -> SampleLayout:
@@ -689,8 +695,9 @@ class PerfData:
         a0 = self.attrs[0] if self.attrs else None
         if a0 is None or not a0.sample_id_all:
             return None
-        if len(self.attrs) > 1 and a0.sample_type & fmt.S_IDENTIFIER and size >= 16:
-            k = self.event_of_id(_U64.unpack_from(mv, off + size - 8)[0])
+        if len(self.attrs) > 1 and a0.sample_type & fmt.S_IDENTIFIER and size >= _EH + _U64.size:
+            # IDENTIFIER is the trailer's last u64
+            k = self.event_of_id(_U64.unpack_from(mv, off + size - _U64.size)[0])
             if k > 0:
                 return self.attrs[k]
         return a0
@@ -710,107 +717,14 @@ class PerfData:
             return None
 
 
-# minimum body bytes (after the header, before the trailer) of each side record
-_SIDE_MIN = {fmt.REC_MMAP: 32, fmt.REC_MMAP2: 64, fmt.REC_COMM: 8, fmt.REC_FORK: 24,
-             fmt.REC_EXIT: 24}
-_MMAP_HEAD = struct.Struct("<iiQQQ")
-_FORK = struct.Struct("<iiiiQ")
-
-
-def _name(mv, start: int, end: int) -> str:
-    return bytes(mv[start:end]).split(b"\0", 1)[0].decode("utf-8", "replace")
-
-
-def decode_side(typ: int, misc: int, mv, off: int, size: int, sample_type: int, seq: int):
-    """A side record with ``struct`` (fast path; equal to :func:`decode_side_construct`).
-
-    ``sample_type`` is that of the attr owning the sample_id trailer, or -1 for none.
-    Raises ValueError when the record is too short for its body.
-    """
-    tsize = fmt.sample_id_size(sample_type) if sample_type >= 0 else 0
-    body_end = off + size - tsize
-    if body_end - off - 8 < _SIDE_MIN[typ]:
-        raise ValueError("record too short")
-    time = 0
-    if tsize and sample_type & fmt.S_TIME:
-        time = _U64.unpack_from(mv, body_end + (8 if sample_type & fmt.S_TID else 0))[0]
-    cpumode = misc & fmt.MISC_CPUMODE_MASK
-    if typ == fmt.REC_MMAP2 or typ == fmt.REC_MMAP:
-        pid, tid, start, length, pgoff = _MMAP_HEAD.unpack_from(mv, off + 8)
-        if typ == fmt.REC_MMAP:
-            prot = PROT_READ if misc & fmt.MISC_MMAP_DATA else PROT_READ | PROT_EXEC
-            return MmapRecord(seq, time, pid, tid, start, length, pgoff,
-                              _name(mv, off + 40, body_end), prot, 0, None, cpumode, False)
-        bid = None
-        if misc & fmt.MISC_MMAP_BUILD_ID:
-            bid = bytes(mv[off + 44:off + 44 + min(mv[off + 40], 20)]).hex()
-        prot, flags = struct.unpack_from("<II", mv, off + 64)
-        return MmapRecord(seq, time, pid, tid, start, length, pgoff,
-                          _name(mv, off + 72, body_end), prot, flags, bid, cpumode, True)
-    if typ == fmt.REC_COMM:
-        pid, tid = struct.unpack_from("<ii", mv, off + 8)
-        return CommRecord(seq, time, pid, tid, _name(mv, off + 16, body_end),
-                          bool(misc & fmt.MISC_COMM_EXEC))
-    pid, ppid, tid, ptid, ftime = _FORK.unpack_from(mv, off + 8)
-    cls = ForkRecord if typ == fmt.REC_FORK else ExitRecord
-    return cls(seq, ftime, pid, ppid, tid, ptid)
-
-
-def decode_side_construct(typ: int, misc: int, mv, off: int, size: int, sample_type: int,
-                          seq: int):
-    """The reference: the same record decoded with the construct declarations."""
-    tsize = fmt.sample_id_size(sample_type) if sample_type >= 0 else 0
-    body_end = off + size - tsize
-    time = 0
-    if tsize and body_end >= off + 8:
-        t = fmt.sample_id_struct(sample_type).parse(bytes(mv[body_end:off + size]))
-        time = t.time or 0
-    body = bytes(mv[off + 8:max(body_end, off + 8)])
-    cpumode = misc & fmt.MISC_CPUMODE_MASK
-    if typ == fmt.REC_MMAP2:
-        b = fmt.Mmap2Body.parse(body, misc=misc)
-        bid = None
-        if misc & fmt.MISC_MMAP_BUILD_ID:
-            bid = b.u.build_id[:min(b.u.build_id_size, 20)].hex()
-        return MmapRecord(seq, time, b.pid, b.tid, b.start, b.len, b.pgoff, b.filename,
-                          b.prot, b.flags, bid, cpumode, True)
-    if typ == fmt.REC_MMAP:
-        b = fmt.MmapBody.parse(body)
-        prot = PROT_READ if misc & fmt.MISC_MMAP_DATA else PROT_READ | PROT_EXEC
-        return MmapRecord(seq, time, b.pid, b.tid, b.start, b.len, b.pgoff, b.filename,
-                          prot, 0, None, cpumode, False)
-    if typ == fmt.REC_COMM:
-        b = fmt.CommBody.parse(body)
-        return CommRecord(seq, time, b.pid, b.tid, b.comm, bool(misc & fmt.MISC_COMM_EXEC))
-    b = fmt.ForkExitBody.parse(body)
-    cls = ForkRecord if typ == fmt.REC_FORK else ExitRecord
-    return cls(seq, b.time, b.pid, b.ppid, b.tid, b.ptid)
+def _payload_after(typ: int, mv, off: int, size: int) -> int:
+    """Bytes that follow a record outside its ``size``: AUXTRACE data, TRACING_DATA."""
+    if typ == fmt.REC_AUXTRACE and size >= _EH + _U64.size:
+        return _U64.unpack_from(mv, off + _EH + fmt.field_offset(fmt.AuxtraceBody, "size"))[0]
+    if typ == fmt.REC_HEADER_TRACING_DATA and size >= _EH + _U32.size:
+        return fmt.align(_U32.unpack_from(mv, off + _EH)[0], 8)
+    return 0
 
 
 def _short(e: Exception) -> str:
     return str(e).splitlines()[0][:200]
-
-
-def _select(b: SampleBatch, keep: np.ndarray) -> SampleBatch:
-    counts = np.diff(b.br_ptr)
-    ent_keep = np.repeat(keep, counts)
-    ptr = np.zeros(int(keep.sum()) + 1, np.int64)
-    np.cumsum(counts[keep], out=ptr[1:])
-    return SampleBatch(seq=b.seq[keep], pid=b.pid[keep], tid=b.tid[keep], time=b.time[keep],
-                       cpumode=b.cpumode[keep], ip=b.ip[keep], period=b.period[keep],
-                       event=b.event[keep], br_ptr=ptr, br_from=b.br_from[ent_keep],
-                       br_to=b.br_to[ent_keep], br_flags=b.br_flags[ent_keep])
-
-
-def _concat(parts: list[SampleBatch]) -> SampleBatch:
-    if len(parts) == 1:
-        return parts[0]
-    ptrs = [np.zeros(1, np.int64)]
-    base = 0
-    for p in parts:
-        ptrs.append(p.br_ptr[1:] + base)
-        base += int(p.br_ptr[-1])
-    cols = {name: np.concatenate([getattr(p, name) for p in parts])
-            for name in ("seq", "pid", "tid", "time", "cpumode", "ip", "period", "event",
-                         "br_from", "br_to", "br_flags")}
-    return SampleBatch(br_ptr=np.concatenate(ptrs), **cols)

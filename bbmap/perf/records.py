@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# cpumode values (header.misc & 7)
-CPUMODE_UNKNOWN = 0
-CPUMODE_KERNEL = 1
-CPUMODE_USER = 2
-CPUMODE_HYPERVISOR = 3
-CPUMODE_GUEST_KERNEL = 4
-CPUMODE_GUEST_USER = 5
+from bbmap.formats.perfdata import (  # noqa: F401 - the cpumode values re-exported
+    CPUMODE_GUEST_KERNEL,
+    CPUMODE_GUEST_USER,
+    CPUMODE_HYPERVISOR,
+    CPUMODE_KERNEL,
+    CPUMODE_UNKNOWN,
+    CPUMODE_USER,
+    PROT_EXEC,
+)
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class MmapRecord:
 
     @property
     def is_exec(self) -> bool:
-        return bool(self.prot & 0x4)
+        return bool(self.prot & PROT_EXEC)
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,9 @@ class CommRecord:
 
 
 @dataclass(frozen=True)
-class ForkRecord:
+class _TaskRecord:
+    """FORK and EXIT share their body (perf's ``fork_event``)."""
+
     seq: int
     time: int
     pid: int
@@ -62,13 +66,13 @@ class ForkRecord:
 
 
 @dataclass(frozen=True)
-class ExitRecord:
-    seq: int
-    time: int
-    pid: int
-    ppid: int
-    tid: int
-    ptid: int
+class ForkRecord(_TaskRecord):
+    pass
+
+
+@dataclass(frozen=True)
+class ExitRecord(_TaskRecord):
+    pass
 
 
 SideRecord = MmapRecord | CommRecord | ForkRecord | ExitRecord
@@ -112,3 +116,32 @@ class SampleBatch:
     @property
     def has_branches(self) -> bool:
         return len(self.br_from) > 0
+
+    def select(self, keep: np.ndarray) -> SampleBatch:
+        """The samples where ``keep`` is true, with their branch entries."""
+        counts = np.diff(self.br_ptr)
+        ent_keep = np.repeat(keep, counts)
+        ptr = np.zeros(int(keep.sum()) + 1, np.int64)
+        np.cumsum(counts[keep], out=ptr[1:])
+        cols = {name: getattr(self, name)[keep] for name in _SAMPLE_COLUMNS}
+        cols.update({name: getattr(self, name)[ent_keep] for name in _ENTRY_COLUMNS})
+        return SampleBatch(br_ptr=ptr, **cols)
+
+    @staticmethod
+    def concat(parts: list[SampleBatch]) -> SampleBatch:
+        """One batch holding ``parts`` in order (the branch pointers re-based)."""
+        if len(parts) == 1:
+            return parts[0]
+        ptrs = [np.zeros(1, np.int64)]
+        base = 0
+        for p in parts:
+            ptrs.append(p.br_ptr[1:] + base)
+            base += int(p.br_ptr[-1])
+        cols = {name: np.concatenate([getattr(p, name) for p in parts]) for name in _COLUMNS}
+        return SampleBatch(br_ptr=np.concatenate(ptrs), **cols)
+
+
+# the columns of a SampleBatch other than ``br_ptr``: per sample, then per branch entry
+_SAMPLE_COLUMNS = ("seq", "pid", "tid", "time", "cpumode", "ip", "period", "event")
+_ENTRY_COLUMNS = ("br_from", "br_to", "br_flags")
+_COLUMNS = _SAMPLE_COLUMNS + _ENTRY_COLUMNS

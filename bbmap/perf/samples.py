@@ -63,6 +63,8 @@ class DecodedSamples:
 
 
 _BYTE_OFFS = np.arange(8, dtype=np.int64)
+_FROM_AT, _TO_AT, _FLAGS_AT = (fmt.field_offset(fmt.BranchEntry, f)
+                               for f in ("from_", "to", "flags"))
 
 
 def _gather(buf: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:
@@ -144,7 +146,7 @@ def decode_samples(buf: np.ndarray, offs: np.ndarray, layout: SampleLayout,
     """
     offs = np.asarray(offs, dtype=np.int64)
     n = len(offs)
-    size = gather_u16(buf, offs + 6).astype(np.int64)
+    size = gather_u16(buf, offs + fmt.SIZE_AT).astype(np.int64)
     c = _Cursor(buf, offs, offs + size)
     st, rf = layout.sample_type, layout.read_format
     z64 = np.zeros(n, np.uint64)
@@ -187,7 +189,7 @@ def decode_samples(buf: np.ndarray, offs: np.ndarray, layout: SampleLayout,
         raw_nr = c.u64()
         if layout.branch_sample_type & fmt.BR_HW_INDEX:
             hw_idx = c.u64().view(np.int64)
-        per = 24 + (8 if layout.branch_counters else 0)
+        per = fmt.BRANCH_ENTRY_SIZE + (fmt.BRANCH_COUNTER_SIZE if layout.branch_counters else 0)
         br_nr = c.count(raw_nr, per)
         br_start = c.pos
         c.advance(br_nr * per)
@@ -219,9 +221,9 @@ def decode_samples(buf: np.ndarray, offs: np.ndarray, layout: SampleLayout,
     if total and want_branches:
         first = np.repeat(br_start, br_nr)
         k = np.arange(total, dtype=np.int64) - np.repeat(br_ptr[:-1], br_nr)
-        ent = first + 24 * k
-        br_from, br_to, br_flags = (gather_u64(buf, ent), gather_u64(buf, ent + 8),
-                                    gather_u64(buf, ent + 16))
+        ent = first + fmt.BRANCH_ENTRY_SIZE * k
+        br_from, br_to, br_flags = (gather_u64(buf, ent + _FROM_AT), gather_u64(buf, ent + _TO_AT),
+                                    gather_u64(buf, ent + _FLAGS_AT))
     else:
         br_from = br_to = br_flags = np.zeros(0, np.uint64)
         if not want_branches:
@@ -236,8 +238,8 @@ def sample_ids(buf: np.ndarray, offs: np.ndarray, sample_type: int) -> np.ndarra
     pos = fmt.id_pos(sample_type)
     if pos < 0 or len(offs) == 0:
         return np.zeros(len(offs), np.uint64)
-    at = np.asarray(offs, np.int64) + 8 + 8 * pos
-    size = gather_u16(buf, np.asarray(offs, np.int64) + 6).astype(np.int64)
+    at = np.asarray(offs, np.int64) + fmt.EVENT_HEADER_SIZE + 8 * pos
+    size = gather_u16(buf, np.asarray(offs, np.int64) + fmt.SIZE_AT).astype(np.int64)
     ok = at + 8 <= np.asarray(offs, np.int64) + size
     v = gather_u64(buf, np.where(ok, at, offs))
     return np.where(ok, v, np.uint64(0))

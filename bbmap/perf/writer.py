@@ -136,7 +136,7 @@ class PerfWriter:
             misc |= fmt.MISC_MMAP_BUILD_ID
         else:
             u = {"maj": 0, "min": 0, "ino": 0, "ino_generation": 0}
-        if not prot & 4:
+        if not prot & fmt.PROT_EXEC:
             misc |= fmt.MISC_MMAP_DATA
         body = fmt.Mmap2Body.build({"pid": pid, "tid": tid, "start": start, "len": length,
                                     "pgoff": pgoff, "u": u, "prot": prot, "flags": flags,
@@ -184,15 +184,15 @@ class PerfWriter:
         tail = b""
         if self.sample_type & fmt.S_BRANCH_STACK:
             if branches is None:
-                arr = np.zeros((0, 3), np.uint64)
+                arr = np.zeros((0, _BRANCH_FIELDS), np.uint64)
             else:
-                arr = np.asarray(branches, dtype=np.uint64).reshape(-1, 3)
+                arr = np.asarray(branches, dtype=np.uint64).reshape(-1, _BRANCH_FIELDS)
             tail = struct.pack("<Q", len(arr))
             if self._hw_idx:
                 tail += struct.pack("<q", -1)
             tail += arr.astype("<u8").tobytes()
         body = fixed + tail
-        size = 8 + len(body)
+        size = fmt.EVENT_HEADER_SIZE + len(body)
         if size > 0xFFFF:
             raise ValueError(f"sample of {size} bytes exceeds perf's u16 record size")
         return _HDR.pack(fmt.REC_SAMPLE, cpumode, size) + body
@@ -323,36 +323,21 @@ class PerfWriter:
             self.abort()
 
 
-_HDR = struct.Struct("<IHH")
+_HDR = fmt.EVENT_HEADER_STRUCT
+_BRANCH_FIELDS = len(fmt.BranchEntry.subcons)  # (from, to, flags)
+# what the writer puts in the SAMPLE fields it has no argument for
+_CONSTANT_FIELDS = {"identifier": EVENT_ID, "id": EVENT_ID, "stream_id": EVENT_ID,
+                    "cpu_res": 0}
 
 
 def _fixed_packer(sample_type: int):
     """A packer for the fixed-size SAMPLE fields that precede READ/CALLCHAIN/branches."""
-    fields: list[tuple[str, str]] = []
-    if sample_type & fmt.S_IDENTIFIER:
-        fields.append(("Q", "id"))
-    if sample_type & fmt.S_IP:
-        fields.append(("Q", "ip"))
-    if sample_type & fmt.S_TID:
-        fields += [("i", "pid"), ("i", "tid")]
-    if sample_type & fmt.S_TIME:
-        fields.append(("Q", "time"))
-    if sample_type & fmt.S_ADDR:
-        fields.append(("Q", "addr"))
-    if sample_type & fmt.S_ID:
-        fields.append(("Q", "id"))
-    if sample_type & fmt.S_STREAM_ID:
-        fields.append(("Q", "id"))
-    if sample_type & fmt.S_CPU:
-        fields += [("I", "cpu"), ("I", "zero")]
-    if sample_type & fmt.S_PERIOD:
-        fields.append(("Q", "period"))
-    packer = struct.Struct("<" + "".join(f for f, _ in fields))
-    names = [n for _, n in fields]
+    fields = fmt.sample_fixed_fields(sample_type)
+    packer = struct.Struct("<" + "".join(code for _, code in fields))
+    names = [n for n, _ in fields]
 
     def pack(**kw) -> bytes:
-        kw["id"] = EVENT_ID
-        kw["zero"] = 0
+        kw.update(_CONSTANT_FIELDS)
         return packer.pack(*(kw[n] for n in names))
 
     return pack

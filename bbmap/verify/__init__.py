@@ -7,10 +7,9 @@ Lazy exports so that the pytest plugin (loaded in every pytest run) stays cheap:
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from bbmap import lazy_exports
 
-_EXPORTS = {
+__getattr__, __all__ = lazy_exports(__name__, {
     "verify": "bbmap.verify.api",
     "assert_valid_bb_map": "bbmap.verify.api",
     "VerifyReport": "bbmap.verify.api",
@@ -20,13 +19,4 @@ _EXPORTS = {
     "judge_profile": "bbmap.verify.api",
     "assert_pgo_map_matches": "bbmap.verify.api",
     "ProfileReport": "bbmap.verify.profile_report",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bbmap.verify' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+})

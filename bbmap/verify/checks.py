@@ -18,7 +18,7 @@ from bbmap.binary import disasm as D
 from bbmap.binary.disasm import CodeTable
 from bbmap.binary.types import parent_name
 from bbmap.errors import BBMapError
-from bbmap.model import (
+from bbmap.formats.bbaddrmap import (
     FEAT_BB_HASH,
     FEAT_BR_PROB,
     FEAT_OMIT_BB_ENTRIES,
