@@ -89,18 +89,19 @@ def test_mapping_codes_count_into_the_right_bucket():
 # A name defined at the top level of two modules must be the same thing declared twice
 # (the drift this file guards against), unless listed here with the reason it is not.
 SAME_NAME_ALLOWED = {
-    "__getattr__": "each package's lazy exports",
     "FORMATS": "each CLI command's own --format choices",
+    "JSON_FORMAT_VERSION": "each JSON document versions its own schema",
 }
 
 
 def _declared() -> dict[str, list[str]]:
-    """Top-level constants (UPPER_CASE) and public classes/functions -> modules declaring them."""
+    """Top-level constants (UPPER_CASE) and public classes -> the modules declaring them.
+    (Functions are left out: a verb like ``classify`` fits many things.)"""
     seen: dict[str, list[str]] = defaultdict(list)
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = str(path.relative_to(PACKAGE))
         for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.ClassDef | ast.FunctionDef):
+            if isinstance(node, ast.ClassDef):
                 names = [node.name] if not node.name.startswith("_") else []
             elif isinstance(node, ast.Assign) and not isinstance(node.value, ast.Name
                                                                   | ast.Attribute):
@@ -125,7 +126,7 @@ def test_no_class_name_twice():
     assert {k: v for k, v in classes.items() if len(v) > 1} == {}
 
 
-def test_no_constant_or_function_declared_twice():
+def test_no_constant_or_class_declared_twice():
     twice = {n: where for n, where in _declared().items()
              if len(where) > 1 and n not in SAME_NAME_ALLOWED}
     assert twice == {}

@@ -41,7 +41,7 @@ from construct import (
 )
 from construct.core import stream_size, stream_tell
 
-from bbmap.formats.leb128 import ULEB, ULEB32, ULEB64, Fixed, MapFault, encode_uleb
+from bbmap.formats.leb128 import ULEB, ULEB32, ULEB64, Fixed, MapFault
 
 SHT_LLVM_BB_ADDR_MAP_V0 = 0x6FFF4C08
 SHT_LLVM_BB_ADDR_MAP = 0x6FFF4C0A
@@ -112,6 +112,9 @@ ENTRY_ULEBS_NO_ID = 3
 # ... and with FEAT_CALLSITE_OFFSETS: id offset count (count x delta) size metadata
 CALLSITE_ENTRY_ULEBS = 5
 CALLSITE_COUNT_INDEX = 2  # the count's place among those ULEBs (after id, offset)
+# a successor's probability is a numerator over BranchProbability's denominator
+# (llvm/Support/BranchProbability.h)
+PROB_ONE = 1 << 31
 # one successor of the PGO analysis map: id probability [post-link frequency]
 SUCCESSOR_ULEBS = 2
 # a ``.bb_info`` function: the entry block (size, metadata) has no offset field
@@ -309,18 +312,3 @@ def callsite_deltas(offsets: list[int] | tuple[int, ...]) -> list[int]:
         out.append(o - prev)
         prev = o
     return out
-
-
-__all__ = ["BB_INFO_ENTRY_BLOCK_ULEBS", "BB_INFO_SECTION", "BLOCK_HASH_BYTES",
-           "CALLSITE_COUNT_INDEX", "CALLSITE_ENTRY_ULEBS", "ENTRY_ULEBS", "ENTRY_ULEBS_NO_ID",
-           "FEATURE_MIN_VERSION",
-           "FEATURE_NAMES", "FEAT_BB_FREQ", "FEAT_BB_HASH", "FEAT_BR_PROB",
-           "FEAT_CALLSITE_OFFSETS", "FEAT_FUNC_ENTRY_COUNT", "FEAT_MULTI_BB_RANGE",
-           "FEAT_OMIT_BB_ENTRIES", "FEAT_PGO_ANALYSIS", "FEAT_PGO_BLOCKS", "FEAT_POST_LINK_CFG",
-           "KNOWN_FEATURES", "KNOWN_METADATA", "MAX_VERSION", "MD_CAN_FALL_THROUGH",
-           "MD_HAS_INDIRECT_BRANCH", "MD_HAS_RETURN", "MD_HAS_TAIL_CALL", "MD_IS_EH_PAD",
-           "MD_NAMES", "METADATA_MAX", "SHT_LLVM_BB_ADDR_MAP", "SHT_LLVM_BB_ADDR_MAP_V0",
-           "SUCCESSOR_ULEBS", "UINT32_MAX", "VERSION_BLOCK_IDS", "VERSION_FEATURE_U16",
-           "VERSION_UNVERSIONED", "Count", "MapFault", "bb_info_struct", "callsite_deltas",
-           "callsite_offsets", "effective_feature", "encode_uleb", "function_struct",
-           "min_block_bytes"]

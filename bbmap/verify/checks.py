@@ -26,11 +26,11 @@ from bbmap.formats.bbaddrmap import (
     MD_HAS_INDIRECT_BRANCH,
     MD_HAS_RETURN,
     MD_HAS_TAIL_CALL,
+    PROB_ONE,
 )
 from bbmap.verify.context import Finding, VerifyContext
 
 CheckFn = Callable[[VerifyContext], Iterator[Finding]]
-PROB_ONE = 1 << 31  # BranchProbability denominator
 
 
 @dataclass(frozen=True)

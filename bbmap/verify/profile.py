@@ -47,6 +47,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from bbmap.formats.bbaddrmap import PROB_ONE
 from bbmap.model import (
     FEAT_BB_FREQ,
     FEAT_BR_PROB,
@@ -56,7 +57,6 @@ from bbmap.model import (
 )
 
 # ---- parameters -----------------------------------------------------------------------
-PROB_ONE = 1 << 31  # BranchProbability's denominator (llvm/Support/BranchProbability.h)
 DEFAULT_THRESHOLD = 0.20  # |measured - believed| probability; llvm-profgen PR #93975
 # (pgo-accuracy-metrics-branch-probability-threshold) defaults to 20 percentage points
 DEFAULT_FREQ_FACTOR = 2.0  # relative block frequency / entry share within a factor of 2
