@@ -91,6 +91,7 @@ SUBCOMMANDS = {
     "annotate": "bbmap.cli.annotate",
     "cfg": "bbmap.cli.cfg",
     "dump": "bbmap.cli.dump",
+    "layout": "bbmap.cli.layout",
     "lookup": "bbmap.cli.lookup",
     "perf-info": "bbmap.cli.perf_info",
     "verify": "bbmap.cli.verify",

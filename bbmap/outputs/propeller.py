@@ -1,115 +1,139 @@
-"""Layout outputs: a Propeller cluster file and an lld symbol-ordering file.
+"""Layout outputs from a :class:`~bbmap.layout.plan.LayoutPlan` (spec/layout.md).
 
-Clustering (spec/propeller-outputs.md) is deliberately simple and deterministic:
+* the "cc profile": the basic-block cluster file clang reads with
+  ``-fbasic-block-sections=list=FILE`` -- v1 (``v1``, ``f name``, ``c id id ...``) or v0
+  (``!name``, ``!!id id ...``), as LLVM's ``BasicBlockSectionsProfileReader`` parses them;
+  ``verbose`` adds Propeller's comment lines so the two tools' files can be diffed:
+  ``#ext-tsp score: [intra: A -> B] [inter: C -> D]`` and ``#entry-freq N`` before the
+  cluster, and after it ``#cfg id:count,succ:weight,... id:count,...`` (every block with its
+  count and its successors' taken + fall-through weights, successors by ID) -- the forms in
+  google/llvm-propeller ``propeller_profile_writer.cc`` and its
+  ``testdata/sample_verbose_cc_directives.golden.txt``;
+* the "ld profile": an lld ``--symbol-ordering-file``, hot functions in the plan's order,
+  then the ``.cold`` parts the cluster file creates, in the same order;
+* the report, as text or JSON: per function and in total, the Ext-TSP score before and
+  after, hot and cold bytes, and the fall-throughs gained.
 
-* a block is *hot* if its measured count is positive (LBR execution estimate when the
-  profile has branch stacks, else its IP sample count); the entry block is always hot;
-* the hot blocks form one cluster, chained from the entry: from the current block follow
-  the heaviest intra-function edge (taken or fall-through) to a hot block not yet placed;
-  when there is none, continue with the hottest unplaced hot block.  Without edges (IP
-  samples only) hot blocks keep their layout order, which keeps their fall-throughs;
-* cold blocks are left out of every cluster, so the compiler moves them to ``foo.cold``.
-
-The symbol-ordering file lists hot functions hottest first, then the ``.cold`` parts the
-cluster file creates, as Propeller's "ld profile" does (anchors.md §0.2).
+``render_propeller`` / ``render_symorder`` are what ``annotate --format propeller|symorder``
+write: the same engine with its defaults.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import json
 
-from bbmap.aggregate.lbr import K_BRANCH, K_FALLTHROUGH, K_OTHER
-from bbmap.aggregate.result import AnnotateResult, FunctionView
+from bbmap.layout.plan import LayoutPlan, plan_layout
 
-
-def _hotness(result: AnnotateResult) -> np.ndarray:
-    return result.block_count if result.has_counts else result.block_samples
+_SOURCE_TEXT = {"lbr": "LBR execution counts", "inferred": "inferred execution counts",
+                "none": "IP samples only (no execution counts: hot blocks keep their order)"}
 
 
-def function_clusters(result: AnnotateResult, fv: FunctionView) -> tuple[list[int], bool]:
-    """(hot cluster as block IDs, whether any block is left cold) for one function."""
-    m = result.block_map
-    fns = result.functions.bmfuncs[fv.key]
-    if not fns:
-        return [], False
-    f = fns[0]  # one map per name; identical-code-folded copies share it
-    lo = int(m.range_block_ptr[m.func_range_ptr[f]])
-    hi = int(m.range_block_ptr[m.func_range_ptr[f + 1]])
-    if hi <= lo:
-        return [], False
-    h = _hotness(result)[lo:hi]
-    hot = h > 0
-    hot[0] = True  # the entry block stays in the first cluster
-    order: list[int] = []
-    if result.has_counts:
-        ef, et = result.edge_from, result.edge_to
-        sel = ((ef >= lo) & (ef < hi) & (et >= lo) & (et < hi)
-               & np.isin(result.edge_kind, (K_BRANCH, K_FALLTHROUGH, K_OTHER)))
-        succ: dict[int, dict[int, int]] = {}  # a -> {b: taken + fall-through count}
-        for a, b, c in zip((ef[sel] - lo).tolist(), (et[sel] - lo).tolist(),
-                           result.edge_count[sel].tolist()):
-            to = succ.setdefault(a, {})
-            to[b] = to.get(b, 0) + c
-        placed = np.zeros(hi - lo, bool)
-        by_heat = sorted(np.flatnonzero(hot).tolist(), key=lambda i: (-int(h[i]), i))
-        cur = 0
-        while True:
-            order.append(cur)
-            placed[cur] = True
-            nxt = [(c, b) for b, c in succ.get(cur, {}).items() if hot[b] and not placed[b]]
-            if nxt:
-                cur = max(nxt, key=lambda cb: (cb[0], -cb[1]))[1]
-                continue
-            rest = [i for i in by_heat if not placed[i]]
-            if not rest:
-                break
-            cur = rest[0]
-    else:
-        order = np.flatnonzero(hot).tolist()
-    ids = m.block_id[lo:hi]
-    return [int(ids[i]) for i in order], bool((~hot).any())
-
-
-def _hot_functions(result: AnnotateResult) -> list[FunctionView]:
-    fvs = result.hot_functions()
-    h = _hotness(result)
-    weight = {fv.key: (int(h[fv.blocks].sum()) if len(fv.blocks) else 0, fv.samples)
-              for fv in fvs}
-    return sorted(fvs, key=lambda fv: (-weight[fv.key][0], -weight[fv.key][1], fv.name))
-
-
-def render_propeller(result: AnnotateResult, *, version: int = 1) -> str:
-    """The ``-fbasic-block-sections=list=`` file (v0 ``!``/``!!`` or v1 ``f``/``c``)."""
+def render_cc_profile(plan: LayoutPlan, *, version: int = 1, verbose: bool = False) -> str:
+    """The cluster file (v1 by default; v0 for LLVM 11-17)."""
     if version not in (0, 1):
         raise ValueError(f"cluster file version {version} (0 or 1)")
     lines = ["v1"] if version == 1 else []
-    lines.append(f"# bbmap annotate: {result.binary}; hot blocks from "
-                 f"{_source_name(result)}")
-    for fv in _hot_functions(result):
-        ids, _ = function_clusters(result, fv)
-        if not ids:
+    lines.append(f"# bbmap layout: {plan.binary}; {_SOURCE_TEXT[plan.count_source]}; "
+                 f"params {plan.params.name}; mode {plan.mode}")
+    # functions in address order (as Propeller lists them): the file says how to lay out
+    # each function; the order of functions is the ld profile's business
+    for f in sorted(plan.functions, key=lambda f: (f.cfg.address, f.name)):
+        if not f.order:
             continue
-        name = result.functions.raw_names[fv.key]
-        if version == 1:
-            lines += [f"f {name}", "c " + " ".join(map(str, ids))]
-        else:
-            lines += [f"!{name}", "!!" + " ".join(map(str, ids))]
+        lines.append(f"f {f.name}" if version == 1 else f"!{f.name}")
+        if verbose:
+            lines.append(f"#ext-tsp score: [intra: {f.intra_before:f} -> {f.intra_after:f}] "
+                         f"[inter: {f.inter_before:f} -> {f.inter_after:f}]")
+            lines.append(f"#entry-freq {f.cfg.entry_count}")
+        ids = " ".join(map(str, f.cluster_ids))
+        lines.append(f"c {ids}" if version == 1 else f"!!{ids}")
+        if verbose:
+            lines.append(_cfg_line(f))
     return "\n".join(lines) + "\n"
 
 
-def render_symorder(result: AnnotateResult) -> str:
-    """``lld --symbol-ordering-file``: hot functions first, then their ``.cold`` parts."""
-    hot, cold = [], []
-    for fv in _hot_functions(result):
-        name = result.functions.raw_names[fv.key]
-        hot.append(name)
-        _, has_cold = function_clusters(result, fv)
-        if has_cold:
-            cold.append(f"{name}.cold")
-    return "\n".join(hot + cold) + ("\n" if hot else "")
+def _cfg_line(f) -> str:  # noqa: ANN001 - a FunctionLayout
+    """``#cfg`` + per block ``id:count`` and ``,succ:weight`` for its successors."""
+    fn = f.cfg
+    succ: dict[int, list[tuple[int, int]]] = {}
+    for a, b, w in fn.edges.tolist():
+        succ.setdefault(a, []).append((int(fn.ids[b]), w))
+    parts = []
+    for v in range(fn.num_nodes):
+        item = f"{int(fn.ids[v])}:{int(fn.counts[v])}"
+        for bid, w in sorted(succ.get(v, ())):
+            item += f",{bid}:{w}"
+        parts.append(item)
+    return "#cfg " + " ".join(parts)
 
 
-def _source_name(result: AnnotateResult) -> str:
-    return {"lbr": "LBR execution counts",
-            "inferred": "execution counts inferred from IP samples (min-cost flow)"}.get(
-        result.count_source, "IP samples")
+def render_ld_profile(plan: LayoutPlan) -> str:
+    """The symbol-ordering file: hot code first, then the ``.cold`` parts."""
+    names = plan.symbol_order
+    return "\n".join(names) + ("\n" if names else "")
+
+
+def render_report(plan: LayoutPlan) -> str:
+    """The text report: what changed per function, and the totals."""
+    p = plan.params
+    out = [f"bbmap layout: {plan.binary}",
+           f"counts: {_SOURCE_TEXT[plan.count_source]}",
+           f"Ext-TSP params: {p.name} (fall-through {p.fallthrough_weight:g}"
+           f"{'' if p.fallthrough_weight_uncond == p.fallthrough_weight else '/' + format(p.fallthrough_weight_uncond, 'g')}"  # noqa: E501
+           f", forward {p.forward_weight:g} within {p.forward_distance} B"
+           f", backward {p.backward_weight:g} within {p.backward_distance} B)",
+           f"mode: {plan.mode}; function order: {plan.function_order}"
+           + (f" ({plan.function_order_note})" if plan.function_order_note else ""), ""]
+    w = max([len(f.cfg.name) for f in plan.functions] + [8])
+    w = min(w, 48)
+    out.append(f"{'function':<{w}} {'hot/all':>8} {'hot B':>7} {'cold B':>7} "
+               f"{'score before':>14} {'score after':>14} {'change':>8} "
+               f"{'fall-throughs':>14} {'gained':>10}")
+    for f in plan.functions:
+        name = f.cfg.name if len(f.cfg.name) <= w else f.cfg.name[:w - 1] + "~"
+        out.append(f"{name:<{w}} {len(f.order):>3}/{f.cfg.num_nodes:<4} {f.hot_bytes:>7} "
+                   f"{f.cold_bytes:>7} {f.intra_before:>14.1f} {f.intra_after:>14.1f} "
+                   f"{_pct(f.intra_before, f.intra_after):>8} {f.fallthrough_after:>14} "
+                   f"{f.fallthrough_after - f.fallthrough_before:>+10}")
+    t = plan.totals()
+    out.append(f"{'total':<{w}} {t['functions']:>8} {t['hot_bytes']:>7} {t['cold_bytes']:>7} "
+               f"{t['intra_before']:>14.1f} {t['intra_after']:>14.1f} "
+               f"{_pct(t['intra_before'], t['intra_after']):>8} "
+               f"{t['fallthrough_after']:>14} {t['fallthrough_gained']:>+10}")
+    out.append(f"inter-function (calls) score: {t['inter_before']:.1f} -> "
+               f"{t['inter_after']:.1f} ({_pct(t['inter_before'], t['inter_after'])})")
+    if plan.unmapped:
+        out.append(f"hot functions without a block map (listed in the symbol order, not "
+                   f"clustered): {', '.join(plan.unmapped)}")
+    return "\n".join(out) + "\n"
+
+
+def _pct(a: float, b: float) -> str:
+    if a == 0:
+        return "new" if b > 0 else "="
+    return f"{(b - a) / a * 100:+.1f}%"
+
+
+def render_report_json(plan: LayoutPlan) -> str:
+    """The report as one JSON document (fixed key order, one function per line)."""
+    enc = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    doc = plan.to_json()
+    funcs = doc.pop("functions")
+    parts = ["{"]
+    for k, v in doc.items():
+        parts.append(f"{enc(k)}:{enc(v)},")
+    parts.append(f"{enc('functions')}:[")
+    parts.append(",\n".join(enc(f) for f in funcs))
+    parts.append("]")
+    parts.append("}")
+    return "\n".join(parts) + "\n"
+
+
+def render_propeller(result, *, version: int = 1) -> str:  # noqa: ANN001 - AnnotateResult
+    """``annotate --format propeller``: the cluster file of the default plan."""
+    return render_cc_profile(plan_layout(result), version=version)
+
+
+def render_symorder(result) -> str:  # noqa: ANN001 - AnnotateResult
+    """``annotate --format symorder``: the symbol order of the default plan."""
+    return render_ld_profile(plan_layout(result))

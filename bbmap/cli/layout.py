@@ -1,0 +1,91 @@
+"""``bbmap layout PERF_DATA... BINARY``: Propeller-style cluster and symbol-order files."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from bbmap.cli import guarded, main
+from bbmap.cli.profile_args import (
+    annotate_kwargs,
+    exit_if_failed,
+    profile_options,
+    split_inputs,
+)
+from bbmap.errors import UsageError
+
+
+@main.command("layout")
+@click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
+@click.option("--cc-profile", type=click.Path(dir_okay=False), default=None,
+              help="write the basic-block cluster file here (clang "
+                   "-fbasic-block-sections=list=FILE)")
+@click.option("--ld-profile", type=click.Path(dir_okay=False), default=None,
+              help="write the symbol-ordering file here (lld --symbol-ordering-file=FILE)")
+@click.option("--params", type=click.Choice(["propeller", "llvm"]), default="propeller",
+              show_default=True, help="Ext-TSP weights: Propeller's or LLVM's")
+@click.option("--cluster-version", type=click.Choice(["0", "1"]), default="1",
+              show_default=True, help="cluster file format (0 for clang <= 17)")
+@click.option("--verbose", is_flag=True,
+              help="add Propeller's #ext-tsp score / #entry-freq / #cfg lines to the "
+                   "cluster file")
+@click.option("--layout-only", is_flag=True,
+              help="reorder but do not split: cold blocks stay in the function, after the "
+                   "hot ones")
+@click.option("--split-only", is_flag=True,
+              help="split but do not reorder: hot blocks keep their order, cold ones move "
+                   "to .cold")
+@click.option("--function-order", type=click.Choice(["c3", "cdsort", "hot"]), default="c3",
+              show_default=True,
+              help="call-chain clustering, LLVM's cache-directed sort, or hottest first")
+@click.option("--json", "as_json", is_flag=True, help="the report as JSON")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="write the report here (atomically) instead of stdout")
+@profile_options
+@guarded
+def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str | None,
+               params: str, cluster_version: str, verbose: bool, layout_only: bool,
+               split_only: bool, function_order: str, as_json: bool, output: str | None,
+               **profile: Any) -> None:
+    """Lay out BINARY's hot code from the branch profile in PERF_DATA (files or
+    @listfiles, merged): Ext-TSP block order, hot/cold splitting, call-chain function
+    order.  Prints (or -o writes) the report: per function the Ext-TSP score before and
+    after, hot and cold bytes, fall-throughs gained.  Exit 1 when nothing could be put in
+    a block."""
+    from bbmap.aggregate import annotate
+    from bbmap.atomic import write_atomic
+    from bbmap.cli import refuse_output_over_input
+    from bbmap.layout.plan import plan_layout
+    from bbmap.outputs.propeller import (
+        render_cc_profile,
+        render_ld_profile,
+        render_report,
+        render_report_json,
+    )
+
+    if layout_only and split_only:
+        raise UsageError("--layout-only and --split-only exclude each other (one reorders "
+                         "without splitting, the other splits without reordering)")
+    outs = [o for o in (cc_profile, ld_profile, output) if o]
+    if len({os.path.realpath(o) for o in outs}) != len(outs):
+        raise UsageError("--cc-profile, --ld-profile and -o must name different files")
+    perf_paths, binary = split_inputs(inputs, output, "bbmap layout perf.data ./binary "
+                                                      "--cc-profile cc.txt --ld-profile ld.txt")
+    for o in (cc_profile, ld_profile):
+        refuse_output_over_input(o, inputs)
+    result = annotate(perf_paths, binary, **annotate_kwargs(**profile))
+    mode = "layout-only" if layout_only else "split-only" if split_only else "split"
+    plan = plan_layout(result, params=params, mode=mode, function_order=function_order)
+    if cc_profile:
+        write_atomic(cc_profile, render_cc_profile(plan, version=int(cluster_version),
+                                                   verbose=verbose))
+    if ld_profile:
+        write_atomic(ld_profile, render_ld_profile(plan))
+    report = render_report_json(plan) if as_json else render_report(plan)
+    if output:
+        write_atomic(output, report)
+    else:
+        click.echo(report, nl=False)
+    exit_if_failed(result)

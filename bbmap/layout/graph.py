@@ -1,0 +1,205 @@
+"""The control-flow graphs layout works on, built from an annotate result.
+
+One :class:`FunctionCFG` per hot function: its nodes are the function's blocks from the
+block map (every range -- a function already split into ``foo`` / ``foo.cold`` /
+``foo.__part.N`` has all its blocks here, at their real addresses), in map order, so node 0
+is the entry.  Node sizes are the map's block sizes (zero-size blocks stay zero: the score
+treats a jump over them as a fall-through, as Propeller's does).
+
+Counts come from the result's columns whenever it has execution counts -- LBR estimates
+(``has_lbr``), or counts inferred for an IP-only profile (``count_source == "inferred"``,
+issue 12) -- never from a second code path:
+
+* an intra-function edge's weight is its taken count plus its fall-through count (edge
+  kinds ``branch`` and ``fallthrough``);
+* calls (``call`` edges into another function's entry) and returns are kept as
+  inter-function edges for function ordering and the inter-function score;
+* a node's count is the largest of: its ``block_count``, the sum of its incoming non-return
+  edges, the sum of its outgoing non-call edges, its heaviest call and its heaviest return
+  (Propeller's ``CFGNode::CalculateFrequency`` plus the LBR range estimate, which also sees
+  blocks entered by a fall-through that no branch record covers).
+
+A node is hot when its count is positive; the entry is always laid out first.  Without
+execution counts (an IP-only profile and no inference) there are no edges: a block is hot
+when it has IP samples and the plan keeps hot blocks in layout order (no guessing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bbmap.aggregate.lbr import K_BRANCH, K_CALL, K_FALLTHROUGH, K_RETURN
+from bbmap.aggregate.result import AnnotateResult
+
+COUNT_SOURCES = ("lbr", "inferred", "none")
+
+
+@dataclass
+class FunctionCFG:
+    """One hot function: nodes are its blocks in map order (node 0 = entry)."""
+
+    index: int  # position in ProgramCFG.functions (address order)
+    key: int  # FunctionTable key
+    name: str  # display name
+    raw_name: str  # the symbol name compilers and linkers know (cc / ld files)
+    address: int
+    blocks: np.ndarray  # global block indexes
+    ids: np.ndarray  # BB IDs (what the cluster file lists)
+    sizes: np.ndarray  # bytes
+    addr: np.ndarray  # original addresses
+    ranges: np.ndarray  # range number within the function (0 = entry range)
+    counts: np.ndarray  # execution count per node (IP samples without counts)
+    samples: np.ndarray  # IP samples per node
+    edges: np.ndarray  # (E, 3) int64: src node, dst node, taken + fall-through count
+    hot: np.ndarray  # bool per node
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def entry_count(self) -> int:
+        return int(self.counts[0]) if len(self.counts) else 0
+
+    @property
+    def hot_bytes(self) -> int:
+        return int(self.sizes[self.hot].sum())
+
+
+@dataclass
+class ProgramCFG:
+    """The hot functions and the calls between them."""
+
+    binary: str
+    count_source: str  # "lbr" | "inferred" | "none"
+    functions: list[FunctionCFG]
+    # inter-function edges: caller fn, caller node, callee fn, callee node, count
+    calls: np.ndarray = field(default_factory=lambda: np.zeros((0, 5), np.int64))
+    returns: np.ndarray = field(default_factory=lambda: np.zeros((0, 5), np.int64))
+    unmapped: list[tuple[str, int]] = field(default_factory=list)  # (raw name, samples)
+
+    @property
+    def has_counts(self) -> bool:
+        return self.count_source in ("lbr", "inferred")
+
+
+def count_source(result: AnnotateResult) -> str:
+    """Where the result's execution counts come from: ``lbr``, ``inferred`` or ``none``."""
+    src = getattr(result, "count_source", None)
+    if src in COUNT_SOURCES:
+        return src
+    return "lbr" if result.has_lbr else "none"
+
+
+def build_program_cfg(result: AnnotateResult) -> ProgramCFG:
+    """The CFG of every hot function of ``result`` (see the module docstring)."""
+    src = count_source(result)
+    counted = src in ("lbr", "inferred")
+    m = result.block_map
+    ft = result.functions
+    fvs = sorted(result.hot_functions(), key=lambda fv: (fv.address, fv.key))
+    B = m.num_blocks
+    node_fn = np.full(B, -1, np.int64)  # global block -> index in `functions` (if laid out)
+    node_local = np.zeros(B, np.int64)
+    functions: list[FunctionCFG] = []
+    unmapped: list[tuple[str, int]] = []
+    for fv in fvs:
+        fns = ft.bmfuncs[fv.key]
+        if not fns:
+            if fv.samples > 0:
+                unmapped.append((ft.raw_names[fv.key], fv.samples))
+            continue
+        f = fns[0]  # one map per name; identical-code-folded copies share it
+        lo = int(m.range_block_ptr[m.func_range_ptr[f]])
+        hi = int(m.range_block_ptr[m.func_range_ptr[f + 1]])
+        if hi <= lo:
+            continue
+        blocks = np.arange(lo, hi, dtype=np.int64)
+        rng = m.block_range(blocks) - int(m.func_range_ptr[f])
+        idx = len(functions)
+        node_fn[blocks] = idx
+        node_local[blocks] = np.arange(hi - lo)
+        functions.append(FunctionCFG(
+            index=idx, key=fv.key, name=ft.names[fv.key], raw_name=ft.raw_names[fv.key],
+            address=int(fv.address), blocks=blocks, ids=m.block_id[lo:hi].astype(np.int64),
+            sizes=m.block_size[lo:hi].astype(np.int64),
+            addr=np.asarray(m.block_address(blocks), dtype=np.int64),
+            ranges=np.asarray(rng, dtype=np.int64),
+            counts=np.zeros(hi - lo, np.int64),
+            samples=result.block_samples[lo:hi].astype(np.int64),
+            edges=np.zeros((0, 3), np.int64), hot=np.zeros(hi - lo, bool)))
+    calls = returns = np.zeros((0, 5), np.int64)
+    if counted and len(result.edge_from):
+        ef, et = result.edge_from, result.edge_to
+        ek, ec = result.edge_kind, result.edge_count
+        fa, fb = node_fn[ef], node_fn[et]
+        both = (fa >= 0) & (fb >= 0) & (ec > 0)
+        intra = both & (fa == fb) & np.isin(ek, (K_BRANCH, K_FALLTHROUGH))
+        _attach_intra(functions, fa[intra], node_local[ef[intra]], node_local[et[intra]],
+                      ec[intra])
+        cs = both & (ek == K_CALL)
+        calls = np.stack([fa[cs], node_local[ef[cs]], fb[cs], node_local[et[cs]], ec[cs]],
+                         axis=1).astype(np.int64)
+        rs = both & (ek == K_RETURN)
+        returns = np.stack([fa[rs], node_local[ef[rs]], fb[rs], node_local[et[rs]], ec[rs]],
+                           axis=1).astype(np.int64)
+    for fn in functions:
+        _node_counts(fn, result, counted, calls, returns)
+    return ProgramCFG(binary=result.binary, count_source=src, functions=functions,
+                      calls=_merge_rows(calls), returns=_merge_rows(returns), unmapped=unmapped)
+
+
+def _attach_intra(functions: list[FunctionCFG], fn: np.ndarray, a: np.ndarray, b: np.ndarray,
+                  c: np.ndarray) -> None:
+    """Sum taken and fall-through counts per (src, dst) and hand each function its rows."""
+    if not len(fn):
+        return
+    rows = _merge_rows(np.stack([fn, a, b, c], axis=1).astype(np.int64))
+    bounds = np.searchsorted(rows[:, 0], np.arange(len(functions) + 1))
+    for i, f in enumerate(functions):
+        f.edges = rows[bounds[i]:bounds[i + 1], 1:]
+
+
+def _merge_rows(rows: np.ndarray) -> np.ndarray:
+    """Sort rows by all but the last column and add up the last column of equal keys."""
+    if not len(rows):
+        return rows
+    keys = rows[:, :-1]
+    order = np.lexsort(keys.T[::-1])
+    rows = rows[order]
+    new = np.ones(len(rows), bool)
+    new[1:] = (rows[1:, :-1] != rows[:-1, :-1]).any(axis=1)
+    starts = np.flatnonzero(new)
+    out = rows[starts].copy()
+    out[:, -1] = np.add.reduceat(rows[:, -1], starts)
+    return out
+
+
+def _node_counts(fn: FunctionCFG, result: AnnotateResult, counted: bool, calls: np.ndarray,
+                 returns: np.ndarray) -> None:
+    n = fn.num_nodes
+    if not counted:
+        fn.counts = fn.samples.copy()
+        fn.hot = fn.samples > 0
+        return
+    e = fn.edges
+    cnt = result.block_count[fn.blocks].astype(np.int64)
+    sum_in = np.bincount(e[:, 1], weights=e[:, 2], minlength=n) if len(e) else np.zeros(n)
+    sum_out = np.bincount(e[:, 0], weights=e[:, 2], minlength=n) if len(e) else np.zeros(n)
+    ci = calls[calls[:, 2] == fn.index]  # calls into this function
+    if len(ci):
+        sum_in += np.bincount(ci[:, 3], weights=ci[:, 4], minlength=n)
+    co = calls[calls[:, 0] == fn.index]  # calls out: the heaviest one per node
+    ro = returns[returns[:, 0] == fn.index]  # returns out of this function
+    if len(ro):
+        sum_out += np.bincount(ro[:, 1], weights=ro[:, 4], minlength=n)
+    ri = returns[returns[:, 2] == fn.index]  # returns into this function: heaviest per node
+    heavy = np.zeros(n)
+    for rows, col in ((co, 1), (ri, 3)):
+        if len(rows):
+            np.maximum.at(heavy, rows[:, col], rows[:, 4])
+    fn.counts = np.maximum.reduce([cnt, sum_in.astype(np.int64), sum_out.astype(np.int64),
+                                   heavy.astype(np.int64)])
+    fn.hot = fn.counts > 0
