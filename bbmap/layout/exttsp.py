@@ -232,10 +232,10 @@ class _Merger:
             cout = np.bincount(self.es, weights=self.ew, minlength=n)
             counts = np.maximum(cin, cout)
         self.counts = np.asarray(counts, dtype=np.float64)
-        if hot is None:
+        if hot is None:  # a positive count or any positive jump, self-loops included
             hot = self.counts > 0
-            hot[self.es] = True
-            hot[self.ed] = True
+            hot[src[w > 0]] = True
+            hot[dst[w > 0]] = True
         hot = np.asarray(hot, bool).copy()
         if n:
             hot[0] = True
