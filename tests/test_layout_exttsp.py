@@ -209,7 +209,6 @@ def test_predicted_gains_are_real_score_changes(monkeypatch):
         s = np.asarray(sizes)
         src, dst, w = exttsp.edge_arrays(len(s), edges)
         m = exttsp._Merger(s, src, dst, w, None, PROPELLER, None)
-        total = [0.0]
         merge = m._merge
 
         def checked(a, b, plan, merge=merge, m=m):
@@ -218,7 +217,6 @@ def test_predicted_gains_are_real_score_changes(monkeypatch):
             keep = merge(a, b, plan)
             after = _inside(m, keep)
             assert after - before == pytest.approx(gain, rel=1e-9, abs=1e-6)
-            total[0] += gain
             return keep
         m._merge = checked
         m.run(lazy=False)

@@ -1,4 +1,5 @@
-"""Function order: call-chain clustering (Propeller's rules), CDSort (LLVM's tests), hottest first."""
+"""Function order: call-chain clustering (Propeller's rules), CDSort (LLVM's tests),
+hottest first."""
 
 from __future__ import annotations
 

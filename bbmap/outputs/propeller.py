@@ -24,7 +24,8 @@ import json
 
 from bbmap.layout.plan import LayoutPlan, plan_layout
 
-_SOURCE_TEXT = {"lbr": "LBR execution counts", "inferred": "inferred execution counts",
+_SOURCE_TEXT = {"lbr": "LBR execution counts",
+                "inferred": "execution counts inferred from IP samples (min-cost flow)",
                 "none": "IP samples only (no execution counts: hot blocks keep their order)"}
 
 
