@@ -8,86 +8,33 @@ layout must score at least as well overall.  Skipped where libLLVM 22 is not ins
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import random
+import sys
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 from bbmap.layout.cdsort import cdsort_order
 from bbmap.layout.exttsp import LLVM, ext_tsp_order, ext_tsp_score
 
-_LIBS = sorted(glob.glob("/usr/lib/x86_64-linux-gnu/libLLVM.so.22*")
-               + glob.glob("/usr/lib/llvm-22/lib/libLLVM.so*"))
+sys.path.insert(0, str(REPO / "bench"))
+import llvm_codelayout  # noqa: E402
 
-
-class _ArrayRef(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
-
-
-class _EdgeCount(ctypes.Structure):
-    _fields_ = [("src", ctypes.c_uint64), ("dst", ctypes.c_uint64), ("count", ctypes.c_uint64)]
-
-
-class _Vector(ctypes.Structure):  # std::vector<uint64_t>, returned through a hidden pointer
-    _fields_ = [("begin", ctypes.c_void_p), ("end", ctypes.c_void_p), ("cap", ctypes.c_void_p)]
-
-
-def _load():
-    for path in _LIBS:
-        try:
-            lib = ctypes.CDLL(path)
-            score = lib._ZN4llvm10codelayout15calcExtTspScoreENS_8ArrayRefImEES2_NS1_INS0_9EdgeCountEEE  # noqa: E501
-            layout = lib._ZN4llvm10codelayout19computeExtTspLayoutENS_8ArrayRefImEES2_NS1_INS0_9EdgeCountEEE  # noqa: E501
-            cds = lib._ZN4llvm10codelayout26computeCacheDirectedLayoutENS_8ArrayRefImEES2_NS1_INS0_9EdgeCountEEES2_  # noqa: E501
-        except (OSError, AttributeError):
-            continue
-        score.restype, score.argtypes = ctypes.c_double, [_ArrayRef] * 3
-        layout.restype = None
-        layout.argtypes = [ctypes.POINTER(_Vector)] + [_ArrayRef] * 3
-        cds.restype = None
-        cds.argtypes = [ctypes.POINTER(_Vector)] + [_ArrayRef] * 4
-        return score, layout, cds
-    return None
-
-
-_FNS = _load()
-pytestmark = pytest.mark.skipif(_FNS is None, reason="needs libLLVM 22 (llvm::codelayout)")
-
-
-def _u64(xs):
-    arr = (ctypes.c_uint64 * len(xs))(*[int(x) for x in xs])
-    return arr, _ArrayRef(ctypes.cast(arr, ctypes.c_void_p), len(xs))
-
-
-def _edges(edges):
-    arr = (_EdgeCount * len(edges))(*[_EdgeCount(int(s), int(d), int(c)) for s, d, c in edges])
-    return arr, _ArrayRef(ctypes.cast(arr, ctypes.c_void_p), len(edges))
-
-
-def _vector(v: _Vector) -> list[int]:
-    n = (v.end - v.begin) // 8
-    return list((ctypes.c_uint64 * n).from_address(v.begin)) if n else []
+_LLVM = llvm_codelayout.load()
+pytestmark = pytest.mark.skipif(_LLVM is None, reason="needs libLLVM 22 (llvm::codelayout)")
 
 
 def llvm_score(order, sizes, edges) -> float:
-    keep = [_u64(order), _u64(sizes), _edges(edges)]
-    return _FNS[0](*(k[1] for k in keep))
+    return _LLVM.score(order, sizes, edges)
 
 
 def llvm_layout(sizes, counts, edges) -> list[int]:
-    keep = [_u64(sizes), _u64(counts), _edges(edges)]
-    v = _Vector()
-    _FNS[1](ctypes.byref(v), *(k[1] for k in keep))
-    return _vector(v)
+    return _LLVM.ext_tsp(sizes, counts, edges)
 
 
 def llvm_cdsort(sizes, counts, edges, offsets) -> list[int]:
-    keep = [_u64(sizes), _u64(counts), _edges(edges), _u64(offsets)]
-    v = _Vector()
-    _FNS[2](ctypes.byref(v), *(k[1] for k in keep))
-    return _vector(v)
+    return _LLVM.cdsort(sizes, counts, edges, offsets)
 
 
 def _graph(rng: random.Random, n: int, zero: bool):

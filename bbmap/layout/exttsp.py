@@ -453,14 +453,19 @@ class _Merger:
             x_entry, y_entry = int(x.nodes[0]) == 0, int(y.nodes[0]) == 0
             kinds = [k for k in _SPLIT_KINDS
                      if not (x_entry and k != X1_Y_X2) and not (y_entry and k != Y_X2_X1)]
-            # prune by bounds (see _best_merge_small): X1 Y X2 never gains from x's own
-            # jumps, the other kinds at most _split_bound(x)
+            # prune by bounds (see _best_merge_small and _ft_bounds): X1 Y X2 never gains
+            # from x's own jumps, the other kinds at most _split_bound(x)
             bound = self._split_bound(x)
-            kinds = [k for k in kinds if top + (0.0 if k == X1_Y_X2 else bound) > best_gain]
-            if not kinds:
+            inter = self._ft_bounds_np(x, y, jumps, s, d, ks, kinds, top)
+            own = np.array([0.0 if k == X1_Y_X2 else bound for k in kinds])[:, None]
+            maybe = inter + own > best_gain
+            rows, cols = maybe.any(axis=1), maybe.any(axis=0)
+            if not cols.any():
                 continue
+            kinds = [k for k, r in zip(kinds, rows) if r]
+            ks, inter = ks[cols], inter[rows][:, cols]
             sg = self._self_gains(x, kinds, y.size, ks)
-            live = (top + sg > best_gain)
+            live = (inter + sg > best_gain)
             cols = live.any(axis=0)
             if not cols.any():
                 continue
@@ -546,17 +551,25 @@ class _Merger:
                    pos.get(d_, -1), oxx[d_] if d_ in pos else oyy[d_], int(sizes[s_]))
                   for e, s_, d_ in jumps]
             bound = self._split_bound(x)
+            fb = self._ft_bounds(xl, yl, pos, jumps)
             for kind in kinds:
+                # what the jumps between the chains can add at most, at any k and at
+                # each k (see _ft_bounds)
+                if fb is None:
+                    every, at = top, {}
+                else:
+                    every, at = fb[1].get(kind, (0.0, {}))
+                    every += fb[0]
                 # X1 Y X2 never gains from x's own jumps; the others at most `bound`
-                if top + (0.0 if kind == X1_Y_X2 else bound) <= best_gain:
+                own = 0.0 if kind == X1_Y_X2 else bound
+                cand = [j for j in ks if every + at.get(j, 0.0) + own > best_gain]
+                if not cand:
                     continue
                 row = self._self_rows_small(x, xl, oxx, pos, [kind], LY)[0]
-                if top + max(row[k] for k in ks) <= best_gain:
-                    continue
                 a1, c1, a2, c2, ay, cy = _BASES[kind](LX, LY)
-                for j in ks:
+                for j in cand:
                     g = row[j]
-                    if top + g <= best_gain:
+                    if every + at.get(j, 0.0) + g <= best_gain:
                         continue
                     L1 = oxx[xl[j]]
                     b1, b2, by = a1 * L1 + c1, a2 * L1 + c2, ay * L1 + cy
@@ -567,6 +580,75 @@ class _Merger:
                     if g > best_gain:
                         best_gain, best = g, (x.cid, kind, j)
         return (best_gain, best) if best is not None else None
+
+    def _ft_bounds(self, xl: list[int], yl: list[int], pos: dict[int, int],
+                   jumps: list[tuple[int, int, int]]) -> tuple[float, dict] | None:
+        """Upper bounds on what the jumps between ``x`` (split) and ``y`` can score, per
+        split kind and position: a jump scores at most ``lo`` (its best forward or
+        backward score) unless it becomes a fall-through, which only a piece boundary
+        next to ``y`` can make it: ``X1 Y X2`` and ``X2 X1 Y`` join ``x[k-1] -> y[0]``,
+        ``X1 Y X2`` and ``Y X2 X1`` join ``y[-1] -> x[k]``, ``X2 Y X1`` joins
+        ``x[-1] -> y[0]`` and ``y[-1] -> x[0]`` at every k.  Returns (sum of ``lo``,
+        {kind: (bonus at every k, {k: bonus})}), or None when a zero-size block could
+        make a farther jump a fall-through."""
+        sizes = self.sizes
+        if any(int(sizes[v]) == 0 for v in xl) or any(int(sizes[v]) == 0 for v in yl):
+            return None
+        base = 0.0
+        bonus: dict[int, tuple[float, dict[int, float]]] = {}
+        y0, y1, x0, x1 = yl[0], yl[-1], xl[0], xl[-1]
+
+        def add(kind: int, k: int | None, b: float) -> None:
+            every, at = bonus.get(kind, (0.0, {}))
+            if k is None:
+                every += b
+            else:
+                at[k] = at.get(k, 0.0) + b
+            bonus[kind] = (every, at)
+
+        for e, s_, d_ in jumps:
+            lo = max(self.l_cfw[e], self.l_cbw[e], 0.0)
+            base += lo
+            b = self.l_ft[e] - lo
+            if b <= 0:
+                continue
+            if s_ in pos and d_ == y0:
+                add(X1_Y_X2, pos[s_] + 1, b)
+                add(X2_X1_Y, pos[s_] + 1, b)
+                if s_ == x1:
+                    add(X2_Y_X1, None, b)
+            elif d_ in pos and s_ == y1:
+                add(X1_Y_X2, pos[d_], b)
+                add(Y_X2_X1, pos[d_], b)
+                if d_ == x0:
+                    add(X2_Y_X1, None, b)
+        return base, bonus
+
+    def _ft_bounds_np(self, x: _Chain, y: _Chain, jumps: np.ndarray, s: np.ndarray,
+                      d: np.ndarray, ks: np.ndarray, kinds: list[int],
+                      top: float) -> np.ndarray:
+        """:meth:`_ft_bounds` on arrays: per kind (rows) and position in ``ks``, an upper
+        bound on the score of the jumps between ``x`` and ``y``."""
+        if x.cache is None:
+            x.cache = {}
+        zero = x.cache.get("zero")
+        if zero is None:
+            zero = x.cache["zero"] = bool((self.sizes[x.nodes] == 0).any())
+        if zero or (self.sizes[y.nodes] == 0).any():
+            return np.full((len(kinds), len(ks)), top)
+        lo = np.maximum(np.maximum(self.c_fw[jumps], self.c_bw[jumps]), 0.0)
+        b = self.wft[jumps] - lo
+        nx = len(x.nodes)
+        in_x_s = self.node_chain[s] == x.cid
+        in_x_d = self.node_chain[d] == x.cid
+        into_y = in_x_s & (d == y.nodes[0]) & (b > 0)  # x[?] -> y[0]
+        from_y = in_x_d & (s == y.nodes[-1]) & (b > 0)  # y[-1] -> x[?]
+        after = np.bincount(self.node_pos[s[into_y]] + 1, weights=b[into_y], minlength=nx + 1)
+        before = np.bincount(self.node_pos[d[from_y]], weights=b[from_y], minlength=nx + 1)
+        every = float(b[into_y & (s == x.nodes[-1])].sum() + b[from_y & (d == x.nodes[0])].sum())
+        rows = {X1_Y_X2: after[ks] + before[ks], X2_X1_Y: after[ks], Y_X2_X1: before[ks],
+                X2_Y_X1: np.full(len(ks), every)}
+        return float(lo.sum()) + np.stack([rows[k] for k in kinds])
 
     def _self_rows_small(self, x: _Chain, xl: list[int], oxx: dict[int, int],
                          pos: dict[int, int], kinds: list[int], ysize: int) -> list[list[float]]:
