@@ -225,6 +225,7 @@ class _Merger:
             self.d_fw.tolist()
         self.l_cbw, self.l_dbw = self.c_bw.tolist(), self.d_bw.tolist()
         self.l_top = np.maximum(self.wft, np.maximum(self.c_fw, self.c_bw)).tolist()
+        self.l_lo = np.maximum(np.maximum(self.c_fw, self.c_bw), 0.0).tolist()
         E = len(uk)
         # execution counts: given, else Propeller's CalculateFrequency (max of in and out)
         if counts is None:
@@ -562,9 +563,13 @@ class _Merger:
                     every += fb[0]
                 # X1 Y X2 never gains from x's own jumps; the others at most `bound`
                 own = 0.0 if kind == X1_Y_X2 else bound
-                cand = [j for j in ks if every + at.get(j, 0.0) + own > best_gain]
-                if not cand:
-                    continue
+                thr = best_gain - every - own  # a position needs a bonus above this
+                if thr < 0:
+                    cand = ks
+                else:
+                    cand = sorted(j for j, v in at.items() if v > thr and j in ks)
+                    if not cand:
+                        continue
                 row = self._self_rows_small(x, xl, oxx, pos, [kind], LY)[0]
                 a1, c1, a2, c2, ay, cy = _BASES[kind](LX, LY)
                 for j in cand:
@@ -629,12 +634,7 @@ class _Merger:
                       top: float) -> np.ndarray:
         """:meth:`_ft_bounds` on arrays: per kind (rows) and position in ``ks``, an upper
         bound on the score of the jumps between ``x`` and ``y``."""
-        if x.cache is None:
-            x.cache = {}
-        zero = x.cache.get("zero")
-        if zero is None:
-            zero = x.cache["zero"] = bool((self.sizes[x.nodes] == 0).any())
-        if zero or (self.sizes[y.nodes] == 0).any():
+        if self._has_zero(x) or self._has_zero(y):
             return np.full((len(kinds), len(ks)), top)
         lo = np.maximum(np.maximum(self.c_fw[jumps], self.c_bw[jumps]), 0.0)
         b = self.wft[jumps] - lo
@@ -724,6 +724,31 @@ class _Merger:
         self._place(keep, nodes)
         return keep
 
+    def _inter_bound(self, ca: _Chain, cb: _Chain, lst: list[int]) -> float:
+        """An upper bound on what the jumps between two chains can score after any merge.
+        A jump becomes a fall-through only if its target starts its chain or its source
+        ends its chain (every merge kind puts a piece boundary next to the unsplit chain's
+        ends, or joins the chains' own ends); any other jump scores at most its best
+        forward or backward score.  With zero-size blocks around, nothing is ruled out."""
+        top = self.l_top
+        if self._has_zero(ca) or self._has_zero(cb):
+            return sum(top[e] for e in lst)
+        lo, es, ed = self.l_lo, self.es, self.ed
+        heads = (int(ca.nodes[0]), int(cb.nodes[0]))
+        tails = (int(ca.nodes[-1]), int(cb.nodes[-1]))
+        total = 0.0
+        for e in lst:
+            total += top[e] if int(ed[e]) in heads or int(es[e]) in tails else lo[e]
+        return total
+
+    def _has_zero(self, c: _Chain) -> bool:
+        if c.cache is None:
+            c.cache = {}
+        z = c.cache.get("zero")
+        if z is None:
+            z = c.cache["zero"] = bool((self.sizes[c.nodes] == 0).any())
+        return z
+
     def _split_bound(self, c: _Chain) -> float:
         """An upper bound on what splitting ``c`` can add from its own jumps, whatever the
         partner: the best of the ``-|X|`` row (Y X2 X1 and X2 X1 Y move every crossing jump
@@ -763,13 +788,12 @@ class _Merger:
             and p.fallthrough_weight_uncond >= max(p.forward_weight_uncond,
                                                    p.backward_weight_uncond)
         heap: list = []
-        top = self.l_top
 
         def push(a: int, b: int) -> None:
             lo, hi = (a, b) if a < b else (b, a)
             cl, ch = self.chains[lo], self.chains[hi]
             if lazy:
-                ub = sum(top[e] for e in self.adj[lo][hi])
+                ub = self._inter_bound(cl, ch, self.adj[lo][hi])
                 if p.chain_split:
                     ub += max(self._split_bound(cl), self._split_bound(ch))
                 if ub > MIN_GAIN:

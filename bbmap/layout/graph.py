@@ -145,8 +145,11 @@ def build_program_cfg(result: AnnotateResult) -> ProgramCFG:
         rs = both & (ek == K_RETURN)
         returns = np.stack([fa[rs], node_local[ef[rs]], fb[rs], node_local[et[rs]], ec[rs]],
                            axis=1).astype(np.int64)
+    groups = [_by_column(rows, col, len(functions))
+              for rows, col in ((calls, 2), (calls, 0), (returns, 0), (returns, 2))]
     for fn in functions:
-        _node_counts(fn, result, counted, calls, returns)
+        ci, co, ro, ri = (g(fn.index) for g in groups)
+        _node_counts(fn, result, counted, ci, co, ro, ri)
     return ProgramCFG(binary=result.binary, count_source=src, functions=functions,
                       calls=_merge_rows(calls), returns=_merge_rows(returns), unmapped=unmapped)
 
@@ -177,8 +180,18 @@ def _merge_rows(rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _node_counts(fn: FunctionCFG, result: AnnotateResult, counted: bool, calls: np.ndarray,
-                 returns: np.ndarray) -> None:
+def _by_column(rows: np.ndarray, col: int, n: int):  # noqa: ANN202
+    """``f(i)`` -> the rows whose column ``col`` is ``i`` (one sort, then slices)."""
+    order = np.argsort(rows[:, col], kind="stable") if len(rows) else np.zeros(0, np.int64)
+    srt = rows[order]
+    bounds = np.searchsorted(srt[:, col], np.arange(n + 1)) if len(rows) else np.zeros(
+        n + 1, np.int64)
+    return lambda i: srt[bounds[i]:bounds[i + 1]]
+
+
+def _node_counts(fn: FunctionCFG, result: AnnotateResult, counted: bool, ci: np.ndarray,
+                 co: np.ndarray, ro: np.ndarray, ri: np.ndarray) -> None:
+    """``ci``/``co``: calls into / out of ``fn``; ``ro``/``ri``: returns out of / into it."""
     n = fn.num_nodes
     if not counted:
         fn.counts = fn.samples.copy()
@@ -188,15 +201,11 @@ def _node_counts(fn: FunctionCFG, result: AnnotateResult, counted: bool, calls: 
     cnt = result.block_count[fn.blocks].astype(np.int64)
     sum_in = np.bincount(e[:, 1], weights=e[:, 2], minlength=n) if len(e) else np.zeros(n)
     sum_out = np.bincount(e[:, 0], weights=e[:, 2], minlength=n) if len(e) else np.zeros(n)
-    ci = calls[calls[:, 2] == fn.index]  # calls into this function
     if len(ci):
         sum_in += np.bincount(ci[:, 3], weights=ci[:, 4], minlength=n)
-    co = calls[calls[:, 0] == fn.index]  # calls out: the heaviest one per node
-    ro = returns[returns[:, 0] == fn.index]  # returns out of this function
     if len(ro):
         sum_out += np.bincount(ro[:, 1], weights=ro[:, 4], minlength=n)
-    ri = returns[returns[:, 2] == fn.index]  # returns into this function: heaviest per node
-    heavy = np.zeros(n)
+    heavy = np.zeros(n)  # the heaviest call out of and return into each node
     for rows, col in ((co, 1), (ri, 3)):
         if len(rows):
             np.maximum.at(heavy, rows[:, col], rows[:, 4])
