@@ -40,7 +40,7 @@ class CDSortConfig:
     frequency_scale: float = 0.25
 
 
-class _Chain:
+class _FnChain:
     __slots__ = ("cid", "nodes", "size", "count", "edges")
 
     def __init__(self, cid: int, size: int, count: float) -> None:
@@ -48,13 +48,13 @@ class _Chain:
         self.nodes = [cid]
         self.size = size
         self.count = count
-        self.edges: dict[int, _Edge] = {}  # other chain's slot -> edge
+        self.edges: dict[int, _ChainPair] = {}  # other chain's slot -> edge
 
     def density(self) -> float:
         return self.count / self.size
 
 
-class _Edge:
+class _ChainPair:
     __slots__ = ("src", "dst", "jumps", "gain", "kind", "ver")
 
     def __init__(self, src: int, dst: int) -> None:
@@ -92,7 +92,7 @@ def cdsort_order(sizes: Sequence[int], counts: Sequence[float], calls: Sequence 
         cin[b] += x
     count = [max(count[i], cin[i], cout[i]) for i in range(n)]
     total_size = sum(size[i] for i in range(n) if float(counts[i]) > 0)
-    chains = {i: _Chain(i, size[i], count[i]) for i in range(n)}
+    chains = {i: _FnChain(i, size[i], count[i]) for i in range(n)}
     slot_of = list(range(n))  # function -> its chain's slot (the slot never changes)
     hot = [i for i in range(n) if count[i] > 0]
     # chain edges, in the order LLVM creates them (by caller, then its calls)
@@ -104,7 +104,7 @@ def cdsort_order(sizes: Sequence[int], counts: Sequence[float], calls: Sequence 
             b = jd[j]
             e = chains[a].edges.get(b)
             if e is None:
-                e = _Edge(a, b)
+                e = _ChainPair(a, b)
                 chains[a].edges[b] = e
                 chains[b].edges[a] = e
             e.jumps.append(j)
@@ -119,7 +119,7 @@ def cdsort_order(sizes: Sequence[int], counts: Sequence[float], calls: Sequence 
         d = abs(b - a)
         return x * (0.1 if d == 0 else float(d)) ** -config.distance_power
 
-    def gain_of(e: _Edge) -> tuple[float, int]:
+    def gain_of(e: _ChainPair) -> tuple[float, int]:
         x, y = chains[e.src], chains[e.dst]
         cur = x.count * miss(x.density()) + y.count * miss(y.density())
         mc, ms = x.count + y.count, x.size + y.size
@@ -148,7 +148,7 @@ def cdsort_order(sizes: Sequence[int], counts: Sequence[float], calls: Sequence 
     heap: list = []
     queued: set[int] = set()  # ids of edges in the queue
 
-    def insert(e: _Edge) -> None:
+    def insert(e: _ChainPair) -> None:
         e.gain, e.kind = gain_of(e)
         if e.gain > EPS:
             e.ver += 1
@@ -156,7 +156,7 @@ def cdsort_order(sizes: Sequence[int], counts: Sequence[float], calls: Sequence 
                                   id(e), e))
             queued.add(id(e))
 
-    def remove(e: _Edge) -> None:
+    def remove(e: _ChainPair) -> None:
         if id(e) in queued:
             queued.discard(id(e))
             e.ver += 1  # its heap entry is stale now
