@@ -221,3 +221,21 @@ def test_functions_already_split_keep_all_their_blocks():
         assert fn.ranges[0] == 0
         m = _result((perf,), binary).block_map
         assert (fn.addr == np.asarray(m.block_address(fn.blocks))).all()
+
+
+def test_sampled_function_without_counts_keeps_its_sampled_blocks():
+    """A function with IP samples that no LBR range or inference reached: its sampled
+    blocks stay hot, in their order, instead of everything but the entry going cold."""
+    from test_outputs_formats import lbr_result
+
+    res = lbr_result()
+    res.block_count = np.zeros_like(res.block_count)
+    res.edge_count = np.zeros_like(res.edge_count)
+    prog = build_program_cfg(res)
+    assert prog.has_counts
+    for fn in prog.functions:
+        assert (fn.hot == (fn.samples > 0)).all() and len(fn.edges) == 0
+    plan = plan_layout(res)
+    beta = next(f for f in plan.functions if f.cfg.name == "beta")
+    assert beta.order == [0] + [v for v in range(1, beta.cfg.num_nodes)
+                                if beta.cfg.samples[v] > 0]

@@ -19,7 +19,9 @@ issue 12) -- never from a second code path:
   (Propeller's ``CFGNode::CalculateFrequency`` plus the LBR range estimate, which also sees
   blocks entered by a fall-through that no branch record covers).
 
-A node is hot when its count is positive; the entry is always laid out first.  Without
+A node is hot when its count is positive; the entry is always laid out first.  A function
+with IP samples but no execution count at all takes its samples as counts (it has no edges,
+so its hot blocks keep their order).  Without
 execution counts (an IP-only profile and no inference) there are no edges: a block is hot
 when it has IP samples and the plan keeps hot blocks in layout order (no guessing).
 """
@@ -211,4 +213,8 @@ def _node_counts(fn: FunctionCFG, result: AnnotateResult, counted: bool, ci: np.
             np.maximum.at(heavy, rows[:, col], rows[:, 4])
     fn.counts = np.maximum.reduce([cnt, sum_in.astype(np.int64), sum_out.astype(np.int64),
                                    heavy.astype(np.int64)])
+    if not fn.counts.any() and fn.samples.any():
+        # sampled, but no execution count reached it (no LBR range covered it, or the
+        # inference left it out): its samples say which blocks are hot, as without counts
+        fn.counts = fn.samples.copy()
     fn.hot = fn.counts > 0
