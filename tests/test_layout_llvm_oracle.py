@@ -76,8 +76,8 @@ LARGE_ORDER = [0, 2, 3, 4, 5, 8, 1, 6, 7, 9]  # its CHECK lines: b0 b2 b3 b4 b5 
 
 def test_func_large_from_llvm_codegen_test():
     """LLVM lays the pictured graph out as the test's CHECK lines say, and so does bbmap.
-    (The test's printed scores are over llc's block frequencies and instruction counts,
-    which the picture does not give; the scores here are over the pictured numbers.)"""
+    (The scores the test prints are over llc's block frequencies and instruction sizes,
+    not the pictured numbers: test_layout_llvm_codegen.py reproduces those.)"""
     counts = [0] * 10
     for _, d, c in LARGE_EDGES:
         counts[d] += c
