@@ -251,3 +251,32 @@ def test_llvm_conditional_weights():
     """LLVM weighs a fall-through from a block with one successor 1.05, else 1.0."""
     assert ext_tsp_score([4, 4, 4], [(0, 1, 10)], [0, 1, 2], LLVM) == pytest.approx(10.5)
     assert ext_tsp_score([4, 4, 4], [(0, 1, 10), (0, 2, 0)], [0, 1, 2], LLVM) == 10.0
+
+
+def test_windowed_self_gains_equal_the_difference_arrays():
+    """A few split positions of a long chain are scored from the jumps near the cut (and
+    those spanning nearly the whole chain) only: the same numbers as the full rows."""
+    rng = random.Random(4)
+    kinds = [exttsp.X1_Y_X2, exttsp.Y_X2_X1, exttsp.X2_X1_Y, exttsp.X2_Y_X1]
+    checked = 0
+    for _ in range(10):
+        n = rng.randint(200, 600)
+        sizes = [rng.choice([1, 2, 4, 8, 16, 32, 64]) for _ in range(n)]
+        edges = ([(i, i + 1, rng.randint(1, 1000)) for i in range(n - 1)]
+                 + [(rng.randrange(n), rng.randrange(n), rng.randint(1, 1000))
+                    for _ in range(n)])
+        s = np.asarray(sizes)
+        src, dst, w = exttsp.edge_arrays(n, edges)
+        m = exttsp._Merger(s, src, dst, w, None, PROPELLER, None)
+        m.run()
+        for c in m.chains.values():
+            if len(c.nodes) < 20 or not c.selfj:
+                continue
+            ks = np.array(sorted(rng.sample(range(1, len(c.nodes)), 3)))
+            c.cache = None
+            near = m._self_gains_at(c, kinds, 37, ks)
+            full = np.stack([m._self_gains(c, [k], 37, np.arange(1, len(c.nodes)))[0]
+                             for k in kinds])[:, ks - 1]
+            assert np.allclose(near, full, rtol=1e-9, atol=1e-6)
+            checked += 1
+    assert checked >= 10

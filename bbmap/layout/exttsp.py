@@ -202,6 +202,11 @@ class _Merger:
         self.p = p
         self.n = n
         self.split_forced = True
+        # the bounds assume a fall-through outweighs any other jump (both parameter sets)
+        self._bounds_valid = (
+            p.fallthrough_weight >= max(p.forward_weight, p.backward_weight)
+            and p.fallthrough_weight_uncond >= max(p.forward_weight_uncond,
+                                                   p.backward_weight_uncond))
         self.sizes = sizes.astype(np.int64)
         ft, fw, bw = _coefficients(n, src, p)
         # the optimiser works on positive jumps between distinct blocks, parallel ones summed
@@ -358,6 +363,8 @@ class _Merger:
         e, lo, hi, fwd, dist, old = self._self_arrays(c)
         if not len(e):
             return np.zeros((len(kinds), len(ks)))
+        if len(ks) * 8 < len(c.nodes):
+            return self._self_gains_at(c, kinds, ysize, ks)
         cache = c.cache
         rows: list = [None] * len(kinds)
         todo = []
@@ -386,6 +393,36 @@ class _Merger:
                 if len(cache) < 64:
                     cache[key] = g[j]
         return np.stack(rows)[:, ks]
+
+    def _self_gains_at(self, c: _Chain, kinds: list[int], ysize: int,
+                       ks: np.ndarray) -> np.ndarray:
+        """:meth:`_self_gains` at a few positions of a long chain, touching only the jumps
+        that can change: a crossing jump scoring now (then |distance| < the longest jump
+        distance D, so its ends lie within D bytes of the cut), or one spanning all but D
+        bytes of the chain (only those can come close when X2 moves before X1).  The rest
+        score 0 before and after."""
+        e, lo, hi, fwd, dist, old = self._self_arrays(c)
+        win = c.cache.get("window")
+        if win is None:
+            reach = max(self.p.forward_distance, self.p.backward_distance)
+            scoring = np.flatnonzero(old > 0)
+            order = scoring[np.argsort(lo[scoring], kind="stable")]
+            span = int((hi[order] - lo[order]).max()) if len(order) else 0
+            far = np.flatnonzero((old <= 0) & (c.size - np.abs(dist) < reach))
+            win = c.cache["window"] = (order, lo[order], span, far)
+        order, lo_sorted, span, far = win
+        a = np.searchsorted(lo_sorted, ks - span, side="left")
+        b = np.searchsorted(lo_sorted, ks, side="left")  # lo < k
+        pick = np.unique(np.concatenate([order[i:j] for i, j in zip(a.tolist(), b.tolist())]
+                                        + [far]))
+        if not len(pick):
+            return np.zeros((len(kinds), len(ks)))
+        shifts = np.array([{X1_Y_X2: ysize, Y_X2_X1: -c.size, X2_X1_Y: -c.size,
+                            X2_Y_X1: -(c.size + ysize)}[k] for k in kinds])[:, None]
+        ep, fw_, d_ = e[pick], fwd[pick], dist[pick]
+        delta = self._score(d_ + np.where(fw_, shifts, -shifts), ep) - old[pick]  # (T, J)
+        cross = (lo[pick][None, :] < ks[:, None]) & (ks[:, None] <= hi[pick][None, :])
+        return delta @ cross.T.astype(np.float64)
 
     # --------------------------------------------------------------- merging
     def _candidates(self, x: _Chain, y: _Chain, jumps: np.ndarray) -> np.ndarray:
@@ -445,7 +482,8 @@ class _Merger:
             g = self._score(addr_d - (addr_s + size_s), jumps).sum(axis=1)
             i = int(np.argmax(g))
             best_gain, best = float(g[i]), (x.cid, kinds[i], 0)
-        if not self.p.chain_split:
+        if not self.p.chain_split or (best is not None and best_gain >= self._pair_bound(
+                ca, cb, lst)):
             return (best_gain, best) if best is not None else None
         for x, y in ((ca, cb), (cb, ca)) if a < b else ((cb, ca), (ca, cb)):
             ks = self._candidates(x, y, jumps)
@@ -526,7 +564,8 @@ class _Merger:
                 g += score1(a_d - (a_s + int(sizes[s_])), e)
             if g > best_gain:
                 best_gain, best = g, (x0.cid, kind, 0)
-        if not self.p.chain_split:
+        if not self.p.chain_split or (best is not None and best_gain >= self._pair_bound(
+                x0, y0, lst)):
             return (best_gain, best) if best is not None else None
         for x, y, xl, yl, oxx, oyy in ((x0, y0, xn, yn, ox, oy), (y0, x0, yn, xn, oy, ox)):
             nx = len(xl)
@@ -638,15 +677,15 @@ class _Merger:
             return np.full((len(kinds), len(ks)), top)
         lo = np.maximum(np.maximum(self.c_fw[jumps], self.c_bw[jumps]), 0.0)
         b = self.wft[jumps] - lo
-        nx = len(x.nodes)
         in_x_s = self.node_chain[s] == x.cid
         in_x_d = self.node_chain[d] == x.cid
         into_y = in_x_s & (d == y.nodes[0]) & (b > 0)  # x[?] -> y[0]
         from_y = in_x_d & (s == y.nodes[-1]) & (b > 0)  # y[-1] -> x[?]
-        after = np.bincount(self.node_pos[s[into_y]] + 1, weights=b[into_y], minlength=nx + 1)
-        before = np.bincount(self.node_pos[d[from_y]], weights=b[from_y], minlength=nx + 1)
+        pa, pb = self.node_pos[s[into_y]] + 1, self.node_pos[d[from_y]]
+        after = (pa[None, :] == ks[:, None]).astype(np.float64) @ b[into_y]
+        before = (pb[None, :] == ks[:, None]).astype(np.float64) @ b[from_y]
         every = float(b[into_y & (s == x.nodes[-1])].sum() + b[from_y & (d == x.nodes[0])].sum())
-        rows = {X1_Y_X2: after[ks] + before[ks], X2_X1_Y: after[ks], Y_X2_X1: before[ks],
+        rows = {X1_Y_X2: after + before, X2_X1_Y: after, Y_X2_X1: before,
                 X2_Y_X1: np.full(len(ks), every)}
         return float(lo.sum()) + np.stack([rows[k] for k in kinds])
 
@@ -724,6 +763,16 @@ class _Merger:
         self._place(keep, nodes)
         return keep
 
+    def _pair_bound(self, ca: _Chain, cb: _Chain, lst: list[int]) -> float:
+        """No merge of the two chains gains more than this (see :meth:`_inter_bound`,
+        :meth:`_split_bound`); a concatenation that reaches it needs no split search."""
+        ub = self._inter_bound(ca, cb, lst)
+        if self.p.chain_split and self._bounds_valid:
+            ub += max(self._split_bound(ca), self._split_bound(cb))
+        elif self.p.chain_split:
+            return np.inf
+        return ub
+
     def _inter_bound(self, ca: _Chain, cb: _Chain, lst: list[int]) -> float:
         """An upper bound on what the jumps between two chains can score after any merge.
         A jump becomes a fall-through only if its target starts its chain or its source
@@ -784,9 +833,7 @@ class _Merger:
         put bounds before exact gains, so the merges are those of evaluating every pair at
         once (``lazy=False``), only cheaper: most bounds go stale before they surface."""
         p = self.p
-        lazy = lazy and p.fallthrough_weight >= max(p.forward_weight, p.backward_weight) \
-            and p.fallthrough_weight_uncond >= max(p.forward_weight_uncond,
-                                                   p.backward_weight_uncond)
+        lazy = lazy and self._bounds_valid
         heap: list = []
 
         def push(a: int, b: int) -> None:
