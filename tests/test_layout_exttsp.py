@@ -259,8 +259,8 @@ def test_windowed_self_gains_equal_the_difference_arrays():
     rng = random.Random(4)
     kinds = [exttsp.X1_Y_X2, exttsp.Y_X2_X1, exttsp.X2_X1_Y, exttsp.X2_Y_X1]
     checked = 0
-    for _ in range(10):
-        n = rng.randint(200, 600)
+    for _ in range(5):
+        n = rng.randint(150, 300)
         sizes = [rng.choice([1, 2, 4, 8, 16, 32, 64]) for _ in range(n)]
         edges = ([(i, i + 1, rng.randint(1, 1000)) for i in range(n - 1)]
                  + [(rng.randrange(n), rng.randrange(n), rng.randint(1, 1000))
@@ -279,4 +279,4 @@ def test_windowed_self_gains_equal_the_difference_arrays():
                              for k in kinds])[:, ks - 1]
             assert np.allclose(near, full, rtol=1e-9, atol=1e-6)
             checked += 1
-    assert checked >= 10
+    assert checked >= 5
