@@ -130,3 +130,28 @@ def test_no_constant_or_class_declared_twice():
     twice = {n: where for n, where in _declared().items()
              if len(where) > 1 and n not in SAME_NAME_ALLOWED}
     assert twice == {}
+
+
+# ---------------------------------------------------------------------- CLI options
+def _commands():
+    import importlib
+
+    from bbmap.cli import SUBCOMMANDS, main
+
+    for module in SUBCOMMANDS.values():
+        importlib.import_module(module)
+    return main.commands
+
+
+@pytest.mark.parametrize("dest", ["output", "debug_dirs"])
+def test_shared_options_declared_once(dest):
+    """``-o`` and ``--debug-dir`` mean the same in every command (flag, type, help); a
+    required ``-o`` (cfg) only drops "instead of stdout"."""
+    seen = {}
+    for name, cmd in _commands().items():
+        for p in cmd.params:
+            if p.name == dest:
+                help_ = p.help + (" instead of stdout" if p.required else "")
+                seen[name] = (tuple(p.opts), type(p.type).__name__, p.multiple, help_)
+    assert len(seen) >= 3, seen
+    assert len(set(seen.values())) == 1, seen

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from bbmap.cli import guarded, main
+from bbmap.cli.options import output_option
 from bbmap.cli.profile_args import (
     annotate_kwargs,
     exit_if_failed,
@@ -23,8 +24,7 @@ FORMATS = ("text", "json", "csv", "propeller", "symorder")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="text report, JSON/CSV per-block data, Propeller cluster file, or lld "
                    "symbol-ordering file")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="write here (atomically) instead of stdout")
+@output_option()
 @click.option("--top", type=click.IntRange(min=0), default=None,
               help="hottest functions to list (text default 20; json/csv default all; 0 = all)")
 @click.option("--cluster-version", type=click.Choice(["0", "1"]), default="1",

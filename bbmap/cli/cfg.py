@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from bbmap.cli import guarded, main
+from bbmap.cli.options import output_option
 from bbmap.cli.profile_args import (
     annotate_kwargs,
     exit_if_failed,
@@ -29,8 +30,7 @@ FORMATS = ("svg", "dot")
               help="without --function: the hottest N functions (overview rows and pictures)")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="svg (default; .dot/.gv outputs default to dot) or Graphviz dot")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
-              help="write here (atomically)")
+@output_option(required=True)
 @click.option("--heat", type=click.Choice(("auto", "samples", "count")), default="auto",
               show_default=True,
               help="colour by samples or LBR execution count (auto: count when LBR)")

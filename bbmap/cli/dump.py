@@ -9,6 +9,7 @@ import click
 
 from bbmap.atomic import atomic_open
 from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main, refuse_output_over_input
+from bbmap.cli.options import debug_dir_option, output_option
 from bbmap.dump import iter_text, write_json, write_overlapped
 
 
@@ -16,10 +17,8 @@ from bbmap.dump import iter_text, write_json, write_overlapped
 @click.argument("binary")
 @click.option("--json", "as_json", is_flag=True, help="JSON (shape: spec/dump-json.md).")
 @click.option("--no-demangle", is_flag=True, help="Show raw (mangled) symbol names.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Write here (atomically) instead of stdout.")
-@click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
-              help="Extra directory searched for a debug file by build-id.")
+@output_option()
+@debug_dir_option()
 @click.option("--decoder", type=click.Choice(["fast", "ref"]), default="fast", hidden=True,
               help="Map decoder: fast path or the construct reference.")
 @guarded

@@ -9,14 +9,14 @@ import click
 
 from bbmap.atomic import write_atomic
 from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
+from bbmap.cli.options import output_option
 from bbmap.perf.info import format_text, perf_info
 
 
 @main.command("perf-info")
 @click.argument("perf_data")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Write to FILE (atomically) instead of stdout.")
+@output_option()
 @guarded
 def perf_info_cmd(perf_data: str, as_json: bool, output: str | None) -> None:
     """Header, events, features, build ids, mmaps, sample and record counts of PERF_DATA.

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from bbmap.cli import EXIT_PROBLEMS, refuse_output_over_input
+from bbmap.cli.options import debug_dir_option
 from bbmap.errors import UsageError
 
 DUPLICATE_LBR = {"auto": None, "drop": True, "keep": False}  # --duplicate-lbr -> API value
@@ -18,8 +19,7 @@ _OPTIONS = (
                  help="the binary's file name as the profile mapped it (if renamed or moved)"),
     click.option("--pid", type=int, default=None, help="only samples of this process"),
     click.option("--no-demangle", is_flag=True, help="show raw (mangled) names"),
-    click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
-                 help="where to look for separate debug files (repeatable)"),
+    debug_dir_option(),
     click.option("--duplicate-lbr", "duplicate_lbr", type=click.Choice(list(DUPLICATE_LBR)),
                  default="auto", show_default=True,
                  help="the hardware's duplicated newest LBR entry: detect it per batch, or "

@@ -21,6 +21,7 @@ from bbmap.cli import (
     main,
     refuse_output_over_input,
 )
+from bbmap.cli.options import debug_dir_option, output_option
 from bbmap.errors import BBMapError, UsageError
 
 
@@ -44,10 +45,8 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
               help="Also print the byte coverage of each executable section.")
 @click.option("--max-findings", default=50, show_default=True,
               help="Findings listed per check in text output (JSON lists all).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Write the report here (atomically) instead of stdout.")
-@click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(file_okay=False),
-              help="Extra directory searched for a debug file by build-id.")
+@output_option()
+@debug_dir_option()
 @click.option("--list-checks", is_flag=True, help="List the checks and exit.")
 @click.option("--profile", "profiles", multiple=True, metavar="PERF_DATA",
               help="Hold the PGO analysis map against this profile instead of running the "
