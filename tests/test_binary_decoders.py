@@ -143,3 +143,22 @@ def test_segmented_cumsum(values, cuts):
         want = [int(x) for a, b in zip(ptr[:-1], ptr[1:])
                 for x in np.cumsum(v[a:b], dtype=np.uint64)]
     assert _seg_cumsum(v.copy(), ptr).tolist() == want
+
+
+@pytest.mark.parametrize("path", all_corpus_binaries())
+def test_label_decoder_has_the_decoders_shape(path):
+    """LLVM 11 label symbols decode like a map section: a MapInput in, (BlockMap,
+    diagnostics) out, the same functions the binary's block map holds from labels."""
+    from bbmap.binary.labels import decode_labels
+    from bbmap.model import VERSION_LABEL_SYMBOLS
+
+    if not path.exists():
+        pytest.skip("not built")
+    b = load_binary(path)
+    m, diags = decode_labels(b.label_input())
+    assert isinstance(m, BlockMap) and isinstance(diags, list)
+    whole = b.block_map
+    mine = np.flatnonzero(whole.func_version == VERSION_LABEL_SYMBOLS)
+    assert m.num_functions == len(mine)
+    assert [whole.func_name[f] for f in mine] == m.func_name
+    assert np.array_equal(whole.func_address[mine], m.func_address)

@@ -21,9 +21,9 @@ from elftools.common.exceptions import ELFError
 from elftools.elf import enums
 from elftools.elf.elffile import ELFFile
 
-from bbmap.binary.mapinput import KIND_BB_INFO, KIND_V0, KIND_VERSIONED, MapInput
+from bbmap.binary.labels import decode_labels
+from bbmap.binary.mapinput import KIND_BB_INFO, KIND_LABELS, KIND_V0, KIND_VERSIONED, MapInput
 from bbmap.binary.relocs import (
-    RELOC_TYPES,
     Relocations,
     load_relocations,
     read_symbol_columns,
@@ -41,11 +41,21 @@ from bbmap.formats.bbaddrmap import (
     SHT_LLVM_BB_ADDR_MAP,
     SHT_LLVM_BB_ADDR_MAP_V0,
 )
+from bbmap.formats.elf import (
+    ELFCOMPRESS_ZLIB,
+    ELFCOMPRESS_ZSTD,
+    ET_NAMES,
+    PT_NOTE,
+    RELOC_TYPES,
+    SHF_COMPRESSED,
+    SHT_NOBITS,
+    SHT_NOTE,
+    SHT_PROGBITS,
+    SYMBOL_TABLE_TYPES,
+    elf_structs,
+)
 from bbmap.model import BlockMap, MapSource
 
-SHF_COMPRESSED = 0x800
-ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 1, 2
-ET_NAMES = {1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
 DEFAULT_DEBUG_DIRS = ("/usr/lib/debug",)
 
 _SH_TYPES: dict[str, int] = {}
@@ -158,7 +168,7 @@ class Binary:
     def section_data(self, index: int) -> bytes:
         """Raw section bytes, decompressed if SHF_COMPRESSED (zlib or zstd)."""
         s = self.sections[index]
-        if s.sh_type == 8:  # SHT_NOBITS
+        if s.sh_type == SHT_NOBITS:
             return b""
         end = s.sh_offset + s.sh_size
         if end > len(self._mm):
@@ -171,16 +181,14 @@ class Binary:
         return self._decompress(raw, index)
 
     def _decompress(self, raw: bytes, index: int) -> bytes:
-        end = "<" if self.little_endian else ">"
         where = {"file": self.path, "section": self.section_label(index)}
-        if self.elfclass == 64:
-            hdr, fmt = 24, end + "IIQQ"
-        else:
-            hdr, fmt = 12, end + "III"
+        chdr = elf_structs(self.elfclass, self.little_endian).Elf_Chdr  # pyelftools' layout
+        hdr = chdr.sizeof()
         if len(raw) < hdr:
             raise BBMapError("compressed section shorter than its header", offset=0, **where)
-        fields = struct.unpack_from(fmt, raw)
-        ch_type, ch_size = fields[0], fields[2] if self.elfclass == 64 else fields[1]
+        h = chdr.parse(raw[:hdr])
+        ch_type = _enum_number(h["ch_type"], enums.ENUM_ELFCOMPRESS_TYPE)
+        ch_size = h["ch_size"]
         body = raw[hdr:]
         try:
             if ch_type == ELFCOMPRESS_ZLIB:
@@ -204,10 +212,11 @@ class Binary:
     # ---------------------------------------------------------------- build-id
     @cached_property
     def build_id(self) -> str | None:
-        holders = [self.elf.get_section(s.index) for s in self.sections if s.sh_type == 7]
+        holders = [self.elf.get_section(s.index) for s in self.sections
+                   if s.sh_type == SHT_NOTE]
         if not holders:  # no section headers: the PT_NOTE segments
             holders = [self.elf.get_segment(i) for i, g in enumerate(self.segments)
-                       if g.p_type == 4]  # PT_NOTE
+                       if g.p_type == PT_NOTE]
         for h in holders:
             try:
                 for note in h.iter_notes():
@@ -225,7 +234,7 @@ class Binary:
     def _symbol_tables(self) -> list[SymbolTable]:
         out = []
         for sec in self.sections:
-            if sec.sh_type in (2, 11) and sec.sh_link < len(self.sections):  # SYMTAB, DYNSYM
+            if sec.sh_type in SYMBOL_TABLE_TYPES and sec.sh_link < len(self.sections):
                 try:
                     data = self.section_data(sec.index)
                     strtab = self.section_data(sec.sh_link)
@@ -273,7 +282,7 @@ class Binary:
     def map_sections(self) -> list[SectionInfo]:
         return [s for s in self.sections
                 if s.sh_type in (SHT_LLVM_BB_ADDR_MAP, SHT_LLVM_BB_ADDR_MAP_V0)
-                or (s.name == BB_INFO_SECTION and s.sh_type == 1)]
+                or (s.name == BB_INFO_SECTION and s.sh_type == SHT_PROGBITS)]
 
     def map_input(self, sec: SectionInfo) -> MapInput | None:
         """Everything a decoder needs for one map section (None if unreadable)."""
@@ -310,6 +319,17 @@ class Binary:
                 inp.relocs = relocs
         return inp
 
+    def label_input(self) -> MapInput:
+        """The ``.symtab`` as the label-symbol decoder's input (LLVM 11 labels)."""
+        tables = [t for t in self.symbol_tables if t.section_name == ".symtab"]
+        t = tables[0] if tables else None
+        name = t.section_name if t is not None else ".symtab"
+        return MapInput(data=b"", kind=KIND_LABELS, address_size=self.address_size,
+                        little=self.little_endian, file=self.path, label=f"section {name}",
+                        source=MapSource(kind="label-symbols", section_index=-1,
+                                         section_name=name, sh_type=0, link=-1),
+                        symtab=t, relocatable=self.is_relocatable)
+
     @cached_property
     def _reloc_sections(self) -> dict[int, SectionInfo]:
         """Relocation sections by the section they apply to (``sh_info``)."""
@@ -322,7 +342,8 @@ class Binary:
     def _symbol_columns(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         cache = self.__dict__.setdefault("_symcols", {})
         if index not in cache:
-            if not 0 < index < len(self.sections) or self.sections[index].sh_type not in (2, 11):
+            if not 0 < index < len(self.sections) \
+                    or self.sections[index].sh_type not in SYMBOL_TABLE_TYPES:
                 raise KeyError(index)
             cache[index] = read_symbol_columns(self.section_data(index),
                                                self.elfclass == 64, self.little_endian)
@@ -390,10 +411,9 @@ class Binary:
                 self.diagnostics.extend(diags)
                 if m.num_functions:
                     maps.append(m)
-        from bbmap.binary.labels import label_block_map
-
-        lm = label_block_map(self)
-        if lm is not None and lm.num_functions:
+        lm, diags = decode_labels(self.label_input())
+        self.diagnostics.extend(diags)
+        if lm.num_functions:
             maps.append(lm)
         out = maps[0] if len(maps) == 1 else _concat(maps)
         if not self.is_relocatable:
@@ -425,10 +445,16 @@ class Binary:
         m.range_section = np.where(ok, idx[np.maximum(p, 0)], m.range_section).astype("i4")
 
 
-def _etype_num(value) -> int:
+def _enum_number(value, enum: dict) -> int:  # noqa: ANN001 - pyelftools gives str or int
+    """The number behind a value pyelftools decoded through one of its enums."""
     if isinstance(value, int):
         return value
-    return {"ET_REL": 1, "ET_EXEC": 2, "ET_DYN": 3, "ET_CORE": 4}.get(value, 0)
+    number = enum.get(value, 0)
+    return number if isinstance(number, int) else 0
+
+
+def _etype_num(value) -> int:  # noqa: ANN001
+    return _enum_number(value, {name: n for n, name in ET_NAMES.items()})
 
 
 def load_binary(path: str | os.PathLike, *, debug_dirs=(), demangle: bool = True,

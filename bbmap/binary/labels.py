@@ -10,24 +10,21 @@ distance to the next label (the function's end for the last).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bbmap.binary.symbols import SHN_LORESERVE, STT_FUNC, STT_GNU_IFUNC
+from bbmap.binary.mapinput import MapInput
+from bbmap.errors import Diagnostic
 from bbmap.formats.bbaddrmap import MD_HAS_RETURN, MD_IS_EH_PAD
+from bbmap.formats.elf import SHN_LORESERVE, STT_FUNC, STT_GNU_IFUNC
 from bbmap.model import (
     VERSION_LABEL_SYMBOLS,
     BlockMap,
     BlockMapBuilder,
     BlockRecord,
     FunctionRecord,
-    MapSource,
     RangeRecord,
 )
-
-if TYPE_CHECKING:
-    from bbmap.binary.elf import Binary
 
 LABEL = re.compile(r"^([arlL]+)\.BB\.(.+)$")
 LETTER_MD = {"a": 0, "r": MD_HAS_RETURN, "l": MD_IS_EH_PAD, "L": MD_IS_EH_PAD | MD_HAS_RETURN}
@@ -42,14 +39,19 @@ def parse_label(name: str) -> tuple[int, int, str] | None:
     return len(letters), LETTER_MD[letters[0]], func
 
 
-def label_block_map(binary: Binary) -> BlockMap | None:
-    tables = [t for t in binary.symbol_tables if t.section_name == ".symtab"]
-    if not tables:
-        return None
-    t = tables[0]
-    # cheap prefilter: names containing ".BB." are found in the string table first
-    if b".BB." not in t.strtab:
-        return None
+def has_labels(inp: MapInput) -> bool:
+    """A cheap prefilter: names containing ``.BB.`` are found in the string table first."""
+    return inp.symtab is not None and b".BB." in inp.symtab.strtab
+
+
+def decode_labels(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
+    """The block map of the label symbols of ``inp.symtab`` (a ``.symtab``), like the
+    section decoders: ``(BlockMap, diagnostics)``; function names are filled."""
+    t = inp.symtab
+    diags: list[Diagnostic] = []
+    builder = BlockMapBuilder([inp.source] if inp.source is not None else [])
+    if not has_labels(inp):
+        return builder.build(), diags
     labels: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
     funcs: dict[tuple[str, int], tuple[int, int]] = {}
     st = t.stype
@@ -66,19 +68,13 @@ def label_block_map(binary: Binary) -> BlockMap | None:
             n, md, fname = p
             labels.setdefault((fname, shndx), []).append(
                 (int(t.value[i]), n, md, int(t.size[i])))
-    if not labels:
-        return None
-    source = MapSource(kind="label-symbols", section_index=-1, section_name=t.section_name,
-                       sh_type=0, link=-1)
-    builder = BlockMapBuilder([source])
     names: list[str] = []
     for (fname, shndx), entries in sorted(labels.items(), key=lambda kv: min(kv[1])[0]):
         fn = funcs.get((fname, shndx))
         if fn is None:
-            binary.diagnostics.warn(
+            diags.append(Diagnostic(
                 f"label symbols {entries[0][1] * 'a'}.BB.{fname}...: no function symbol "
-                f"'{fname}' in section {shndx}; skipped", file=binary.path,
-                section=f"section {t.section_name}")
+                f"'{fname}' in section {shndx}; skipped", inp.file, inp.label))
             continue
         start, fsize = fn
         entries = sorted(set(entries))
@@ -92,7 +88,7 @@ def label_block_map(binary: Binary) -> BlockMap | None:
             nxt = addrs[k + 1] if k + 1 < len(addrs) else max(end, addrs[k])
             size = sizes[k] if sizes[k] else nxt - addrs[k]
             blocks.append(BlockRecord(id=ids[k], offset=addrs[k] - start, size=size, md=mds[k]))
-        section = shndx if binary.is_relocatable else -1
+        section = shndx if inp.relocatable else -1
         builder.add(FunctionRecord(address=start, ranges=[RangeRecord(base=start,
                                                                       blocks=blocks,
                                                                       section=section)],
@@ -101,4 +97,4 @@ def label_block_map(binary: Binary) -> BlockMap | None:
     m = builder.build()
     m.func_name = names
     m.func_map_offset = np.zeros(m.num_functions, "u8")
-    return m
+    return m, diags

@@ -7,6 +7,7 @@ return ``(BlockMap, list[Diagnostic])``; the hypothesis tests compare the two.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,9 +15,13 @@ from bbmap.errors import Diagnostic
 from bbmap.formats.bbaddrmap import FEATURE_MIN_VERSION, KNOWN_METADATA, VERSION_BLOCK_IDS
 from bbmap.model import MapSource
 
+if TYPE_CHECKING:
+    from bbmap.binary.symbols import SymbolTable
+
 KIND_V0 = "v0"  # SHT_LLVM_BB_ADDR_MAP_V0
 KIND_VERSIONED = "versioned"  # SHT_LLVM_BB_ADDR_MAP
 KIND_BB_INFO = "bb_info"  # the 2020 proposal
+KIND_LABELS = "labels"  # LLVM 11 label symbols: the map is in ``symtab``, ``data`` is empty
 
 
 class NoRelocations:
@@ -41,6 +46,8 @@ class MapInput:
     file: str | None = None
     label: str = "section"  # e.g. "section [29] .llvm_bb_addr_map"
     source: MapSource | None = None
+    symtab: SymbolTable | None = None  # KIND_LABELS: the symbol table holding the labels
+    relocatable: bool = False  # an ET_REL file: addresses are section offsets
 
     def where(self) -> dict:
         return {"file": self.file, "section": self.label}

@@ -13,12 +13,8 @@ import numpy as np
 
 from bbmap.binary.symbols import symbol_array
 from bbmap.errors import Diagnostic
+from bbmap.formats.elf import R_INFO_SYM_SHIFT, SHT_CREL, SHT_REL, SHT_RELA, elf_dtype
 from bbmap.formats.leb128 import LEB_GROUP_BITS, LEB_MORE, MapFault, decode_sleb, decode_uleb
-
-SHT_RELA = 4
-SHT_REL = 9
-SHT_CREL = 0x40000014
-RELOC_TYPES = (SHT_RELA, SHT_REL, SHT_CREL)
 
 
 def parse_crel(data: bytes, is64: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -117,7 +113,6 @@ def load_relocations(rel, section_data, map_size: int, *, is64: bool, address_si
     error naming the relocation section and the entry's byte offset.
     """
     rlabel = f"section [{rel.index}] {rel.name}"
-    end = "<" if little else ">"
     kind = rel.sh_type
     data = section_data(rel.index)
     try:
@@ -125,18 +120,16 @@ def load_relocations(rel, section_data, map_size: int, *, is64: bool, address_si
             offs, syms, adds = parse_crel(data, is64)
             entsize = 0
         else:
-            entsize = (24 if kind == SHT_RELA else 16) if is64 else (12 if kind == SHT_RELA else 8)
+            dt = elf_dtype("Elf_Rela" if kind == SHT_RELA else "Elf_Rel", 64 if is64 else 32,
+                           little)
+            entsize = dt.itemsize
             if len(data) % entsize:
                 raise MapFault(f"size {len(data):#x} is not a multiple of entry size {entsize}",
                                len(data) - len(data) % entsize)
-            w = "u8" if is64 else "u4"
-            fields = [("r_offset", end + w), ("r_info", end + w)]
-            if kind == SHT_RELA:
-                fields.append(("r_addend", end + ("i8" if is64 else "i4")))
-            arr = np.frombuffer(data, dtype=np.dtype(fields))
+            arr = np.frombuffer(data, dtype=dt)
             offs = arr["r_offset"].astype("u8")
             info = arr["r_info"].astype("u8")
-            syms = info >> np.uint64(32 if is64 else 8)
+            syms = info >> np.uint64(R_INFO_SYM_SHIFT[64 if is64 else 32])
             adds = (arr["r_addend"].astype("i8") if kind == SHT_RELA
                     else np.zeros(len(arr), "i8"))
     except MapFault as e:
@@ -171,4 +164,4 @@ def load_relocations(rel, section_data, map_size: int, *, is64: bool, address_si
 
 def read_symbol_columns(data: bytes, is64: bool, little: bool) -> tuple[np.ndarray, np.ndarray]:
     arr = symbol_array(data, is64=is64, little=little)
-    return arr["value"].astype("u8"), arr["shndx"].astype("i4")
+    return arr["st_value"].astype("u8"), arr["st_shndx"].astype("i4")

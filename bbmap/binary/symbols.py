@@ -12,11 +12,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from bbmap.binary.types import PART_SUFFIX, FunctionSymbols, parent_name
-
-STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_GNU_IFUNC = 0, 1, 2, 3, 10
-STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
-SHN_UNDEF = 0
-SHN_LORESERVE = 0xFF00
+from bbmap.formats.elf import (
+    SHN_LORESERVE,
+    SHN_UNDEF,
+    ST_BIND_SHIFT,
+    ST_TYPE_MASK,
+    STB_GLOBAL,
+    STB_WEAK,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    STT_NOTYPE,
+    elf_dtype,
+)
 
 
 @dataclass
@@ -36,11 +43,11 @@ class SymbolTable:
 
     @property
     def stype(self) -> np.ndarray:
-        return self.info & 0xF
+        return self.info & ST_TYPE_MASK
 
     @property
     def bind(self) -> np.ndarray:
-        return self.info >> 4
+        return self.info >> ST_BIND_SHIFT
 
     def names_at(self, indices: np.ndarray) -> list[str]:
         """Names of many entries at once (NUL positions found with numpy)."""
@@ -66,24 +73,18 @@ class SymbolTable:
 
 
 def symbol_array(data: bytes, *, is64: bool, little: bool) -> np.ndarray:
-    """A symbol table's entries (Elf32_Sym / Elf64_Sym) as one structured array, read in
+    """A symbol table's entries (pyelftools' Elf_Sym) as one structured array, read in
     place: a clang-sized table has hundreds of thousands of entries."""
-    end = "<" if little else ">"
-    if is64:
-        dt = np.dtype([("name", end + "u4"), ("info", "u1"), ("other", "u1"),
-                       ("shndx", end + "u2"), ("value", end + "u8"), ("size", end + "u8")])
-    else:
-        dt = np.dtype([("name", end + "u4"), ("value", end + "u4"), ("size", end + "u4"),
-                       ("info", "u1"), ("other", "u1"), ("shndx", end + "u2")])
+    dt = elf_dtype("Elf_Sym", 64 if is64 else 32, little)
     return np.frombuffer(data[: len(data) - len(data) % dt.itemsize], dtype=dt)
 
 
 def read_symtab(data: bytes, strtab: bytes, *, is64: bool, little: bool,
                 section_name: str) -> SymbolTable:
     arr = symbol_array(data, is64=is64, little=little)
-    return SymbolTable(value=arr["value"].astype("u8"), size=arr["size"].astype("u8"),
-                       info=arr["info"].copy(), shndx=arr["shndx"].astype("i4"),
-                       name_off=arr["name"].astype("i8"), strtab=strtab,
+    return SymbolTable(value=arr["st_value"].astype("u8"), size=arr["st_size"].astype("u8"),
+                       info=arr["st_info"].copy(), shndx=arr["st_shndx"].astype("i4"),
+                       name_off=arr["st_name"].astype("i8"), strtab=strtab,
                        section_name=section_name)
 
 

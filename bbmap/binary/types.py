@@ -7,10 +7,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-PT_LOAD = 1
-PF_X = 1
-PF_W = 2
-PF_R = 4
+# (PF_* and PT_LOAD are re-exported: tests and round-1 callers import them from here)
+from bbmap.formats.elf import (  # noqa: F401
+    PF_R,
+    PF_W,
+    PF_X,
+    PT_LOAD,
+    SHF_ALLOC,
+    SHF_EXECINSTR,
+)
 
 # a part of a function split by basic-block sections (``foo.cold``, ``foo.__part.3``)
 PART_SUFFIX = re.compile(r"\.(?:cold|__part\.\d+|eh)$")
@@ -49,12 +54,9 @@ class SectionInfo:
     sh_link: int
     sh_info: int = 0
 
-    SHF_ALLOC = 0x2
-    SHF_EXECINSTR = 0x4
-
     @property
     def is_exec(self) -> bool:
-        return bool(self.sh_flags & self.SHF_EXECINSTR) and bool(self.sh_flags & self.SHF_ALLOC)
+        return bool(self.sh_flags & SHF_EXECINSTR) and bool(self.sh_flags & SHF_ALLOC)
 
 
 def parent_name(name: str) -> str:

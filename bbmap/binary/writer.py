@@ -12,6 +12,7 @@ import struct
 from collections.abc import Iterable
 
 from bbmap.errors import BBMapError
+from bbmap.formats import elf
 from bbmap.formats.bbaddrmap import (
     FEAT_BB_FREQ,
     FEAT_BB_HASH,
@@ -201,37 +202,47 @@ def write_elf(map_bytes: bytes, *, sh_type: int = SHT_LLVM_BB_ADDR_MAP,
     shstr = b"\0".join(names) + b"\0"
     name_off = [shstr.index(n + b"\0") if n else 0 for n in names]
     strtab = b"\0" + b"".join(n.encode() + b"\0" for n, _, _ in functions)
-    syms = [struct.pack("<IBBHQQ", 0, 0, 0, 0, 0, 0),
-            struct.pack("<IBBHQQ", 0, 3, 0, 1, 0, 0)]  # .text section symbol
+    text = 1  # section index of .text
+    sym = struct.Struct(elf.struct_format("Elf_Sym", 64, True))
+    syms = [sym.pack(0, 0, 0, 0, 0, 0),
+            sym.pack(0, elf.STT_SECTION, 0, text, 0, 0)]  # symbol 1: the .text section
     off = 1
     for n, addr, size in functions:
-        syms.append(struct.pack("<IBBHQQ", off, 0x12, 0, 1, addr, size))
+        syms.append(sym.pack(off, elf.STB_GLOBAL << elf.ST_BIND_SHIFT | elf.STT_FUNC, 0, text,
+                             addr, size))
         off += len(n) + 1
     symtab = b"".join(syms)
-    rela = b"".join(struct.pack("<QQq", o, (1 << 32) | 1, a) for o, a in relocations)
+    rela_entry = struct.Struct(elf.struct_format("Elf_Rela", 64, True))
+    rela = b"".join(rela_entry.pack(o, 1 << elf.R_INFO_SYM_SHIFT[64] | elf.R_X86_64_64, a)
+                    for o, a in relocations)
     idx = {n: i for i, n in enumerate(names)}
     i_sym, i_str = idx[b".symtab"], idx[b".strtab"]
-    body = [(b".text", 1, 6, text_addr, b"\xcc" * text_size, 0, 0, 16, 0),
-            (map_name.encode(), sh_type, 0x80, 0, map_bytes, 1, 0, 1, 0)]
+    nlocal = 2  # sh_info of .symtab: the null and the section symbol are local
+    code = elf.SHF_ALLOC | elf.SHF_EXECINSTR
+    body = [(b".text", elf.SHT_PROGBITS, code, text_addr, b"\xcc" * text_size, 0, 0, 16, 0),
+            (map_name.encode(), sh_type, elf.SHF_LINK_ORDER, 0, map_bytes, text, 0, 1, 0)]
     if relocatable:
-        body.append((b".rela" + map_name.encode(), 4, 0x40, 0, rela, i_sym, 2, 8, 24))
-    body += [(b".symtab", 2, 0, 0, symtab, i_str, 2, 8, 24),
-             (b".strtab", 3, 0, 0, strtab, 0, 0, 1, 0),
-             (b".shstrtab", 3, 0, 0, shstr, 0, 0, 1, 0)]
-    out = bytearray(64)
-    headers = [bytes(64)]
+        body.append((b".rela" + map_name.encode(), elf.SHT_RELA, elf.SHF_INFO_LINK, 0, rela,
+                     i_sym, 2, 8, rela_entry.size))
+    body += [(b".symtab", elf.SHT_SYMTAB, 0, 0, symtab, i_str, nlocal, 8, sym.size),
+             (b".strtab", elf.SHT_STRTAB, 0, 0, strtab, 0, 0, 1, 0),
+             (b".shstrtab", elf.SHT_STRTAB, 0, 0, shstr, 0, 0, 1, 0)]
+    ehdr = struct.Struct(elf.struct_format("Elf_Ehdr", 64, True))
+    shdr = struct.Struct(elf.struct_format("Elf_Shdr", 64, True))
+    out = bytearray(ehdr.size)
+    headers = [bytes(shdr.size)]
     for n, t, flags, addr, data, link, info, align, entsize in body:
         while len(out) % 8:
             out.append(0)
-        headers.append(struct.pack("<IIQQQQIIQQ", name_off[idx[n]], t, flags, addr, len(out),
-                                   len(data), link, info, align, entsize))
+        headers.append(shdr.pack(name_off[idx[n]], t, flags, addr, len(out), len(data), link,
+                                 info, align, entsize))
         out += data
     while len(out) % 8:
         out.append(0)
     shoff = len(out)
     out += b"".join(headers)
-    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
-    out[:64] = ident + struct.pack("<HHIQQQIHHHHHH", 1 if relocatable else 2, 62, 1,
-                                   0 if relocatable else text_addr, 0, shoff, 0, 64, 0, 0, 64,
-                                   len(headers), len(headers) - 1)
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)  # ELFCLASS64, LSB, EV_CURRENT
+    out[:ehdr.size] = ehdr.pack(ident, elf.ET_REL if relocatable else elf.ET_EXEC,
+                                elf.EM_X86_64, 1, 0 if relocatable else text_addr, 0, shoff, 0,
+                                ehdr.size, 0, 0, shdr.size, len(headers), len(headers) - 1)
     return bytes(out)
