@@ -23,6 +23,7 @@ from typing import IO
 
 import numpy as np
 
+from bbmap.arrays import expand_ranges
 from bbmap.binary import Binary, load_binary
 from bbmap.formats.bbaddrmap import (
     FEAT_BB_FREQ,
@@ -99,8 +100,8 @@ def _pgo_texts(m: BlockMap, feats: np.ndarray) -> dict[int, str]:
         flat_arr[pos[:-1][has_succ] + count[has_succ] - 1] = "]}"
         sb = np.flatnonzero(nsucc)
         if len(sb):
-            src = _ranges(sptr[want[sb]], nsucc[sb])
-            dst = _ranges(pos[sb] + 1, nsucc[sb])
+            src = expand_ranges(sptr[want[sb]], nsucc[sb])
+            dst = expand_ranges(pos[sb] + 1, nsucc[sb])
             first = np.zeros(len(src), "?")
             first[np.concatenate([[0], np.cumsum(nsucc[sb])[:-1]])] = True
             post = np.repeat(has_post[sb], nsucc[sb])
@@ -132,14 +133,6 @@ def _pgo_texts(m: BlockMap, feats: np.ndarray) -> dict[int, str]:
             parts.append('"blocks":[%s]' % text)
         out[f] = "{" + ",".join(parts) + "}"
     return out
-
-
-def _ranges(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenate ``arange(first[i], first[i] + counts[i])``."""
-    total = int(counts.sum())
-    ptr = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    return np.repeat(first - ptr[:-1], counts) + np.arange(total, dtype=np.int64)
 
 
 _CHUNK = 16_384
@@ -220,7 +213,7 @@ def _block_closings(m: BlockMap, feats_per_block: np.ndarray, b0: int, b1: int
     n = ncs[which]
     has_cs = cs_flag[which]
     has_hash = hash_flag[which]
-    cs_vals = m.callsite_offsets[_ranges(ptr[which], n)]
+    cs_vals = m.callsite_offsets[expand_ranges(ptr[which], n)]
     cs_dig = _num_digits(cs_vals)
     cs_item = cs_dig + 1  # each number is followed by "," or the closing "]"
     cs_ptr = np.zeros(len(which) + 1, np.int64)

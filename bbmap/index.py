@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bbmap.arrays import expand_ranges
 from bbmap.binary.types import FunctionSymbols, SectionInfo, parent_name
 from bbmap.buckets import IN_BLOCK, IN_FUNCTION_NO_BLOCK, OUTSIDE_FUNCTION, status_name
 from bbmap.model import BlockMap
@@ -495,15 +496,10 @@ def _range_ends(bm: BlockMap) -> np.ndarray:
 
 
 def _csr_expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For CSR rows ``[lo[i], hi[i])``: (row of each element, element index), row-major.
-
-    The vectorized ``np.concatenate([np.arange(l, h) for l, h in zip(lo, hi)])``.
-    """
+    """For CSR rows ``[lo[i], hi[i])``: (row of each element, element index), row-major."""
     lo = np.asarray(lo, dtype=np.int64)
     n = np.maximum(np.asarray(hi, dtype=np.int64) - lo, 0)
-    row = np.repeat(np.arange(len(lo), dtype=np.int64), n)
-    skip = np.cumsum(n) - n  # elements before each row
-    return row, np.arange(int(n.sum()), dtype=np.int64) - skip[row] + lo[row]
+    return np.repeat(np.arange(len(lo), dtype=np.int64), n), expand_ranges(lo, n)
 
 
 def _sorted_unique(a: np.ndarray) -> np.ndarray:

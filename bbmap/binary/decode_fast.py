@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bbmap.arrays import expand_ranges, segment_cumsum
 from bbmap.binary.decode_ref import decode_records
 from bbmap.binary.mapinput import KIND_BB_INFO, KIND_V0, MapInput, Notes, check_record
 from bbmap.errors import Diagnostic
@@ -460,37 +461,6 @@ class _Walker:
         return pos
 
 
-def _seg_cumsum(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
-    """Inclusive cumulative sums restarting at each ``ptr`` boundary, computed in place
-    in ``values`` (uint64; wraps modulo 2**64 like one running sum would).
-
-    Each segment's first value is lowered by the running sum reached just before it
-    (the previous segment's total), so one plain cumsum restarts at every boundary (no
-    block-sized temporaries)."""
-    starts = ptr[:-1][np.diff(ptr) > 0]
-    if not len(starts):
-        return values
-    totals = np.add.reduceat(values, starts)
-    first = int(starts[0])
-    values[first] -= values[:first].sum(dtype=np.uint64)
-    values[starts[1:]] -= totals[:-1]
-    np.cumsum(values, out=values)
-    return values
-
-
-def _expand(first: np.ndarray, counts: np.ndarray, stride: np.ndarray | int = 1) -> np.ndarray:
-    """Concatenate ``first[i] + stride[i] * arange(counts[i])`` for all i."""
-    total = int(counts.sum()) if len(counts) else 0
-    if not total:
-        return np.zeros(0, np.int64)
-    ptr = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    local = np.arange(total, dtype=np.int64) - np.repeat(ptr[:-1], counts)
-    if np.isscalar(stride):
-        return np.repeat(first, counts) + local * stride
-    return np.repeat(first, counts) + local * np.repeat(stride, counts)
-
-
 def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
     if inp.kind == KIND_BB_INFO or not inp.data:
         from bbmap.binary.decode_ref import decode_section_ref
@@ -692,8 +662,8 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     is_run = (run[:, 0] >= 0) & (run[:, 1] > 0)
     if is_run.any():
         rr = np.flatnonzero(is_run)
-        pos_blocks = _expand(m.range_block_ptr[rr], r_nblk[rr])
-        ks[pos_blocks] = _expand(run[rr, 0], r_nblk[rr], run[rr, 1])
+        pos_blocks = expand_ranges(m.range_block_ptr[rr], r_nblk[rr])
+        ks[pos_blocks] = expand_ranges(run[rr, 0], r_nblk[rr], run[rr, 1])
     is_chain = run[:, 1] < 0
     if is_chain.any():
         cr = np.flatnonzero(is_chain & (r_nblk > 0))
@@ -713,7 +683,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     hpos = None
     if w.x_ks:
         xr = np.flatnonzero(~is_run & ~is_chain & (r_nblk > 0))
-        pos_blocks = _expand(m.range_block_ptr[xr], r_nblk[xr])
+        pos_blocks = expand_ranges(m.range_block_ptr[xr], r_nblk[xr])
         ks[pos_blocks] = np.array(w.x_ks, itype)
         hpos = np.full(B, -1, np.int64)
         hpos[pos_blocks] = np.array(w.x_hash, np.int64)
@@ -759,10 +729,10 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     size = raw_size.astype(np.uint64)
     cs_abs = np.zeros(0, np.uint64)
     if len(cs_blocks):
-        cs_tok = _expand(off_t[cs_blocks] + 2, ncs_full[cs_blocks])
+        cs_tok = expand_ranges(off_t[cs_blocks] + 2, ncs_full[cs_blocks])
         deltas = V[cs_tok].astype(np.uint64)
         wide_delta = (deltas > U32) if wide else None
-        cs_abs = _seg_cumsum(deltas, m.block_cs_ptr[np.append(cs_blocks, B)])
+        cs_abs = segment_cumsum(deltas, m.block_cs_ptr[np.append(cs_blocks, B)])
         last_cs = cs_abs[m.block_cs_ptr[cs_blocks + 1] - 1]
         size[cs_blocks] += last_cs
         bad_cs = cs_abs > U32
@@ -787,7 +757,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
     # absolute offsets: v0 from the function start, v1+ from the previous block's end
     step = raw_off.astype(np.uint64)
     step += size
-    rel = _seg_cumsum(step, m.range_block_ptr)
+    rel = segment_cumsum(step, m.range_block_ptr)
     rel -= size
     v0 = fver == VERSION_UNVERSIONED
     if bool(v0.any()):
@@ -859,7 +829,7 @@ def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
             bad_func[block_func[pgo_blocks[bad_p]]] = True
     np.cumsum(nsucc, out=m.block_succ_ptr[1:])
     sb = np.flatnonzero(nsucc > 0)
-    st = _expand(succ_first[sb], nsucc[sb], sw[sb])
+    st = expand_ranges(succ_first[sb], nsucc[sb], sw[sb])
     post = np.repeat(sw[sb] == 3, nsucc[sb])
     m.succ_id = V[st].astype("u4") if len(st) else np.zeros(0, "u4")
     m.succ_prob = V[st + 1].astype("u4") if len(st) else np.zeros(0, "u4")

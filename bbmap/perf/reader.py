@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from construct import ConstructError
 
+from bbmap.arrays import expand_ranges
 from bbmap.errors import BBMapError, Diagnostics
 from bbmap.formats import perfdata as fmt
 from bbmap.perf.attrs import EventAttr
@@ -670,7 +671,7 @@ class PerfData:
             tot = int(d.br_ptr[-1])
             if not tot:
                 continue
-            dest = np.repeat(br_ptr[idx], c) + (np.arange(tot) - np.repeat(d.br_ptr[:-1], c))
+            dest = expand_ranges(br_ptr[idx], c)
             out.br_from[dest] = d.br_from
             out.br_to[dest] = d.br_to
             out.br_flags[dest] = d.br_flags

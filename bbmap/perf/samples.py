@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bbmap.arrays import expand_ranges
 from bbmap.formats import perfdata as fmt
 
 
@@ -219,9 +220,7 @@ def decode_samples(buf: np.ndarray, offs: np.ndarray, layout: SampleLayout,
     np.cumsum(br_nr, out=br_ptr[1:])
     total = int(br_ptr[-1])
     if total and want_branches:
-        first = np.repeat(br_start, br_nr)
-        k = np.arange(total, dtype=np.int64) - np.repeat(br_ptr[:-1], br_nr)
-        ent = first + fmt.BRANCH_ENTRY_SIZE * k
+        ent = expand_ranges(br_start, br_nr, fmt.BRANCH_ENTRY_SIZE)
         br_from, br_to, br_flags = (gather_u64(buf, ent + _FROM_AT), gather_u64(buf, ent + _TO_AT),
                                     gather_u64(buf, ent + _FLAGS_AT))
     else:

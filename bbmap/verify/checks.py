@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bbmap.arrays import row_of
 from bbmap.binary import disasm as D
 from bbmap.binary.disasm import CodeTable
 from bbmap.binary.types import parent_name
@@ -265,7 +266,7 @@ def _pgo_successors(ctx: VerifyContext) -> Iterator[Finding]:
     m = ctx.m
     if not len(m.succ_id):
         return
-    owner = np.repeat(np.arange(m.num_blocks, dtype=np.int64), np.diff(m.block_succ_ptr))
+    owner = row_of(m.block_succ_ptr)
     ofunc = ctx.block_func[owner]
     keys = np.sort((ctx.block_func.astype(np.uint64) << np.uint64(32))
                    | m.block_id.astype(np.uint64))
@@ -300,7 +301,7 @@ def _callsite_offsets(ctx: VerifyContext) -> Iterator[Finding]:
     m = ctx.m
     if not len(m.callsite_offsets):
         return
-    owner = np.repeat(np.arange(m.num_blocks, dtype=np.int64), np.diff(m.block_cs_ptr))
+    owner = row_of(m.block_cs_ptr)
     ver = m.func_version[ctx.block_func[owner]]
     cs = m.callsite_offsets.astype(np.int64)
     size = m.block_size[owner].astype(np.int64)

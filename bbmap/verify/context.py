@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from bbmap.arrays import row_of
 from bbmap.binary.disasm import CodeTable, Disassembler, sweep_ranges
 from bbmap.binary.types import SectionInfo, parent_name
 from bbmap.model import BlockMap
@@ -112,12 +113,12 @@ class VerifyContext:
     @cached_property
     def block_range(self) -> np.ndarray:
         m = self.m
-        return np.repeat(np.arange(m.num_ranges, dtype=np.int64), np.diff(m.range_block_ptr))
+        return row_of(m.range_block_ptr)
 
     @cached_property
     def range_func(self) -> np.ndarray:
         m = self.m
-        return np.repeat(np.arange(m.num_functions, dtype=np.int64), np.diff(m.func_range_ptr))
+        return row_of(m.func_range_ptr)
 
     @cached_property
     def block_func(self) -> np.ndarray:
