@@ -132,19 +132,6 @@ def test_fast_equals_reference_on_long_mixed_sections(versions, data):
     assert [str(d) for d in rd] == [str(d) for d in fd]
 
 
-@given(st.lists(st.integers(0, 2**64 - 1), max_size=40),
-       st.lists(st.integers(0, 40), max_size=8))
-def test_segmented_cumsum(values, cuts):
-    from bbmap.binary.decode_fast import _seg_cumsum
-
-    v = np.array(values, dtype=np.uint64)
-    ptr = np.array(sorted({0, len(v), *[c for c in cuts if c <= len(v)]}), np.int64)
-    with np.errstate(over="ignore"):
-        want = [int(x) for a, b in zip(ptr[:-1], ptr[1:])
-                for x in np.cumsum(v[a:b], dtype=np.uint64)]
-    assert _seg_cumsum(v.copy(), ptr).tolist() == want
-
-
 @pytest.mark.parametrize("path", all_corpus_binaries())
 def test_label_decoder_has_the_decoders_shape(path):
     """LLVM 11 label symbols decode like a map section: a MapInput in, (BlockMap,
