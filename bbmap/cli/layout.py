@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from bbmap.cli import guarded, main
+from bbmap.cli.options import output_option
 from bbmap.cli.profile_args import (
     annotate_kwargs,
     exit_if_failed,
@@ -41,8 +42,7 @@ from bbmap.errors import UsageError
               show_default=True,
               help="call-chain clustering, LLVM's cache-directed sort, or hottest first")
 @click.option("--json", "as_json", is_flag=True, help="the report as JSON")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="write the report here (atomically) instead of stdout")
+@output_option()
 @profile_options
 @guarded
 def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str | None,
