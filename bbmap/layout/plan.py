@@ -39,10 +39,9 @@ from bbmap.layout.exttsp import (
     PARAMS,
     PROPELLER,
     ExtTspParams,
+    _coefficients,
     _jump_score,
     ext_tsp_order,
-    ext_tsp_score,
-    ext_tsp_score_at,
 )
 from bbmap.layout.graph import FunctionCFG, ProgramCFG, build_program_cfg
 
@@ -182,21 +181,21 @@ def _layout_function(fn: FunctionCFG, counted: bool, p: ExtTspParams,
     hot[0] = True  # the entry block stays first, in the hot cluster
     reorder = counted and mode != "split-only" and len(fn.edges) > 0
     order = np.flatnonzero(hot).tolist()  # hot blocks in their original order
+    score = _Scorer(fn, p) if len(fn.edges) else None
     if reorder:
         new = [v for v in ext_tsp_order(fn.sizes, fn.edges, p, counts=fn.counts, hot=hot)
                if hot[v]]
         # keep the original order unless Ext-TSP scores higher (as LLVM's block placement
         # does): the greedy merger is not guaranteed to beat every layout
-        if ext_tsp_score(fn.sizes, fn.edges, new, p) > ext_tsp_score(fn.sizes, fn.edges,
-                                                                      order, p):
+        if score.of_order(new) > score.of_order(order):
             order = new
     cold = np.flatnonzero(~hot).tolist()
     if mode == "layout-only":
         order, cold = order + cold, []
     lay = FunctionLayout(cfg=fn, order=order, cold=cold, reordered=reorder)
-    if len(fn.edges):
-        lay.intra_before = ext_tsp_score_at(fn.addr, fn.sizes, fn.edges, p)
-        lay.intra_after = ext_tsp_score(fn.sizes, fn.edges, order, p)
+    if score is not None:
+        lay.intra_before = score.at(fn.addr)
+        lay.intra_after = score.of_order(order)
         lay.fallthrough_before = _fallthroughs(fn.addr, fn.sizes, fn.edges)
         new_addr = np.full(n, -(1 << 40), np.int64)  # cold blocks: far away
         new_addr[order] = np.concatenate(([0], np.cumsum(fn.sizes[order])[:-1]))
@@ -204,6 +203,36 @@ def _layout_function(fn: FunctionCFG, counted: bool, p: ExtTspParams,
             new_addr[cold] = (1 << 40) + np.concatenate(([0], np.cumsum(fn.sizes[cold])[:-1]))
         lay.fallthrough_after = _fallthroughs(new_addr, fn.sizes, fn.edges)
     return lay
+
+
+class _Scorer:
+    """One function's Ext-TSP scores (``ext_tsp_score`` / ``ext_tsp_score_at`` with the
+    edge arrays and weights prepared once)."""
+
+    def __init__(self, fn: FunctionCFG, p: ExtTspParams) -> None:
+        self.fn, self.p = fn, p
+        e = fn.edges
+        self.src, self.dst = e[:, 0], e[:, 1]
+        self.w = e[:, 2].astype(np.float64)
+        self.ft, self.fw, self.bw = _coefficients(fn.num_nodes, self.src, p)
+
+    def at(self, addr: np.ndarray, present: np.ndarray | None = None) -> float:
+        s, d = self.src, self.dst
+        dist = addr[d] - (addr[s] + self.fn.sizes[s])
+        sc = _jump_score(dist, self.w, self.ft, self.fw, self.bw, self.p)
+        if present is not None:
+            sc = sc[present[s] & present[d]]
+        return float(sc.sum())
+
+    def of_order(self, order: list[int]) -> float:
+        sizes = self.fn.sizes
+        addr = np.zeros(len(sizes), np.int64)
+        present = np.zeros(len(sizes), bool)
+        if order:
+            o = np.asarray(order, np.int64)
+            addr[o] = np.concatenate(([0], np.cumsum(sizes[o])[:-1]))
+            present[o] = True
+        return self.at(addr, present)
 
 
 def _fallthroughs(addr: np.ndarray, sizes: np.ndarray, edges: np.ndarray) -> int:
