@@ -168,7 +168,7 @@ def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_js
                          name_override=name, pid=pid, debug_dirs=debug_dirs,
                          drop_duplicate_newest=DUPLICATE_LBR[duplicate_lbr])
     if as_json:
-        text = json.dumps(rep.to_json(), indent=1) + "\n"
+        text = rep.dumps()
     else:
         text = rep.format(top=top) + "\n"
     if output:

@@ -23,7 +23,16 @@ from bbmap.verify.profile import (
 )
 
 TOP = 20  # mismatches listed in the text report (JSON lists all)
+INDENT_MAX = 2000  # functions up to which --json is indented
 JSON_FORMAT_VERSION = 1
+
+
+def _col(a: np.ndarray, digits: int = 6) -> list[float | None]:
+    """A column as JSON-safe Python floats: rounded, None for NaN and infinities."""
+    a = np.round(np.asarray(a, np.float64), digits)
+    ok = np.isfinite(a)
+    vals = a.tolist()
+    return vals if ok.all() else [v if k else None for v, k in zip(vals, ok.tolist())]
 
 
 def _r(v: float, digits: int = 6) -> float | None:
@@ -68,13 +77,24 @@ class ProfileReport:
 
     def _func_ok(self) -> np.ndarray:
         """Per block-map function: is it selected (``functions``)?"""
-        keys = self._names()
-        if self.functions is None:
-            return np.ones(len(keys), bool)
-        want = set(self.functions)
-        m = self.comparison.block_map
-        raw = [n or "" for n in (m.func_name or [None] * m.num_functions)]
-        return np.array([k in want or r in want for k, r in zip(keys, raw)], bool)
+        if not hasattr(self, "_sel"):
+            keys = self._names()
+            if self.functions is None:
+                self._sel = np.ones(len(keys), bool)
+            else:
+                want = set(self.functions)
+                m = self.comparison.block_map
+                raw = [n or "" for n in (m.func_name or [None] * m.num_functions)]
+                self._sel = np.array([k in want or r in want for k, r in zip(keys, raw)],
+                                     bool)
+        return self._sel
+
+    def _memo(self, key: tuple, make: Any) -> list[dict[str, Any]]:
+        """Rows are built once per report (every view reads the same lists)."""
+        cache = self.__dict__.setdefault("_rows", {})
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
 
     def _fn(self, blocks: np.ndarray) -> np.ndarray:
         return np.asarray(self.comparison.block_map.block_function(blocks), np.int64)
@@ -82,6 +102,9 @@ class ProfileReport:
     # --------------------------------------------------------------- rows
     def branch_rows(self, source: str = "compiler") -> list[dict[str, Any]]:
         """One dict per judged branch (selected functions), in map order."""
+        return self._memo(("branch", source), lambda: self._branch_rows(source))
+
+    def _branch_rows(self, source: str) -> list[dict[str, Any]]:
         c = self.comparison
         if c is None or source not in c.branches:
             return []
@@ -89,35 +112,42 @@ class ProfileReport:
         m = c.block_map
         keys = self._names()
         sel = self._func_ok()
+        ptr = t.branch_rows.tolist()
+        bb = t.branch_block
+        fns = self._fn(bb).tolist() if len(bb) else []
+        faddr = m.func_address.tolist()
+        # every column converted once (rounded with numpy), rows built from lists
+        ex = t.executions
+        with np.errstate(divide="ignore", invalid="ignore"):
+            meas = _col(np.where(ex > 0, t.taken / np.where(ex > 0, ex, 1), np.nan))
+        sid = m.block_id[t.target].tolist() if len(t.target) else []
+        bel, lo, hi = _col(t.believed), _col(t.lo), _col(t.hi)
+        cnt, exe, deff = _col(t.taken, 3), _col(ex, 3), _col(t.deff, 3)
+        verd = [VERDICTS[v] for v in t.verdict.tolist()]
+        bid = m.block_id[bb].tolist() if len(bb) else []
+        addr = np.asarray(m.block_address(bb)).tolist() if len(bb) else []
+        bverd = [VERDICTS[v] for v in t.branch_verdict.tolist()]
+        delta, off, tv = _col(t.branch_delta), _col(t.branch_off), _col(t.branch_tv)
         out = []
-        ptr = t.branch_rows
-        fns = self._fn(t.branch_block) if len(t.branch_block) else []
-        for i, b in enumerate(t.branch_block.tolist()):
-            f = int(fns[i])
+        for i, f in enumerate(fns):
             if not sel[f]:
                 continue
-            lo, hi = int(ptr[i]), int(ptr[i + 1])
-            succ = []
-            for j in range(lo, hi):
-                n = float(t.executions[j])
-                succ.append({
-                    "id": int(m.block_id[t.target[j]]),
-                    "believed": _r(t.believed[j]),
-                    "measured": _r(t.taken[j] / n) if n > 0 else None,
-                    "interval": [_r(t.lo[j]), _r(t.hi[j])],
-                    "count": _r(t.taken[j], 3),
-                    "verdict": VERDICTS[t.verdict[j]]})
+            a, z = ptr[i], ptr[i + 1]
+            succ = [{"id": sid[j], "believed": bel[j], "measured": meas[j],
+                     "interval": [lo[j], hi[j]], "count": cnt[j], "verdict": verd[j]}
+                    for j in range(a, z)]
             out.append({
-                "source": source, "function": keys[f], "function_address": int(
-                    m.func_address[f]), "block": int(m.block_id[b]),
-                "address": int(m.block_address(b)),
-                "verdict": VERDICTS[t.branch_verdict[i]],
-                "executions": _r(t.executions[lo], 3), "design_effect": _r(t.deff[lo], 3),
-                "delta": _r(t.branch_delta[i]), "off_by_at_least": _r(t.branch_off[i]),
-                "tv": _r(t.branch_tv[i]), "successors": succ})
+                "source": source, "function": keys[f], "function_address": faddr[f],
+                "block": bid[i], "address": addr[i], "verdict": bverd[i],
+                "executions": exe[a], "design_effect": deff[a], "delta": delta[i],
+                "off_by_at_least": off[i], "tv": tv[i], "successors": succ})
         return out
 
     def block_rows(self, source: str = "compiler") -> list[dict[str, Any]]:
+        """One dict per judged block frequency (selected functions), in map order."""
+        return self._memo(("block", source), lambda: self._block_rows(source))
+
+    def _block_rows(self, source: str) -> list[dict[str, Any]]:
         c = self.comparison
         if c is None or source not in c.freqs:
             return []
@@ -125,25 +155,35 @@ class ProfileReport:
         m = c.block_map
         keys = self._names()
         sel = self._func_ok()
-        fns = self._fn(t.block) if len(t.block) else []
+        if not len(t.block):
+            return []
+        fns = self._fn(t.block).tolist()
+        faddr = m.func_address.tolist()
+        bid = m.block_id[t.block].tolist()
+        addr = np.asarray(m.block_address(t.block)).tolist()
+        y = t.entry_count
+        with np.errstate(divide="ignore", invalid="ignore"):
+            meas = _col(np.where(y > 0, t.count / np.where(y > 0, y, 1), np.nan))
+        verd = [VERDICTS[v] for v in t.verdict.tolist()]
+        bel, lo, hi = _col(t.believed), _col(t.lo), _col(t.hi)
+        cnt, ent, deff, off = _col(t.count, 3), _col(y, 3), _col(t.deff, 3), _col(t.off, 3)
         out = []
-        for i, b in enumerate(t.block.tolist()):
-            f = int(fns[i])
+        for i, f in enumerate(fns):
             if not sel[f]:
                 continue
-            x, y = float(t.count[i]), float(t.entry_count[i])
             out.append({
-                "source": source, "function": keys[f],
-                "function_address": int(m.func_address[f]), "block": int(m.block_id[b]),
-                "address": int(m.block_address(b)), "verdict": VERDICTS[t.verdict[i]],
-                "believed": _r(t.believed[i]),
-                "measured": _r(x / y) if y > 0 else None,
-                "interval": [_r(t.lo[i]), _r(t.hi[i])],
-                "count": _r(x, 3), "entry_count": _r(y, 3), "design_effect": _r(t.deff[i], 3),
-                "off_by_at_least_log2": _r(t.off[i], 3)})
+                "source": source, "function": keys[f], "function_address": faddr[f],
+                "block": bid[i], "address": addr[i], "verdict": verd[i],
+                "believed": bel[i], "measured": meas[i], "interval": [lo[i], hi[i]],
+                "count": cnt[i], "entry_count": ent[i], "design_effect": deff[i],
+                "off_by_at_least_log2": off[i]})
         return out
 
     def entry_rows(self) -> list[dict[str, Any]]:
+        """One dict per function with an entry count in the map (selected ones)."""
+        return self._memo(("entry",), self._entry_rows)
+
+    def _entry_rows(self) -> list[dict[str, Any]]:
         c = self.comparison
         if c is None or c.entries is None:
             return []
@@ -232,20 +272,29 @@ class ProfileReport:
 
     def function_scores(self) -> dict[str, dict[str, Any]]:
         """Per selected function with any judged belief: verdict counts and scores."""
+        if hasattr(self, "_fscores"):
+            return self._fscores
         out: dict[str, dict[str, Any]] = {}
+        by_fn: dict[str, list[dict[str, Any]]] = {}
+        def get(r: dict[str, Any]) -> dict[str, Any]:
+            d = out.get(r["function"])
+            if d is None:
+                d = out[r["function"]] = _empty_fn(r["function_address"])
+            return d
+
         for r in self.branch_rows("compiler"):
-            d = out.setdefault(r["function"], _empty_fn(r["function_address"]))
-            _count(d["branches"], r, "executions")
+            _count(get(r)["branches"], r, "executions")
+            by_fn.setdefault(r["function"], []).append(r)
         for r in self.block_rows("compiler"):
-            d = out.setdefault(r["function"], _empty_fn(r["function_address"]))
-            _count(d["blocks"], r, "count")
+            _count(get(r)["blocks"], r, "count")
         for r in self.entry_rows():
-            d = out.setdefault(r["function"], _empty_fn(r["function_address"]))
+            d = get(r)
             d["entry"] = r["verdict"] if (r["measured"] or 0) > 0 else "not_sampled"
+        overlap = self._block_overlap()
         for name, d in out.items():
-            d["branches"]["score"] = _weighted_score(
-                [r for r in self.branch_rows("compiler") if r["function"] == name])
-            d["blocks"]["score"] = self._block_overlap().get(name)
+            d["branches"]["score"] = _weighted_score(by_fn.get(name, []))
+            d["blocks"]["score"] = overlap.get(name)
+        self._fscores = out
         return out
 
     # --------------------------------------------------------------- scores
@@ -262,19 +311,25 @@ class ProfileReport:
         m = c.block_map
         keys = self._names()
         sel = self._func_ok()
+        F = m.num_functions
         fns = np.unique(self._fn(c.freqs["compiler"].block))
+        blk = np.flatnonzero(m.block_size > 0)
+        bf = self._fn(blk)
+        fq = m.block_freq[blk].astype(np.float64)
+        ct = np.asarray(c.block_count, np.float64)[blk]
+        sf = np.bincount(bf, weights=fq, minlength=F)
+        sc = np.bincount(bf, weights=ct, minlength=F)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.minimum(fq / sf[bf], ct / sc[bf])
+        ov = np.bincount(bf, weights=np.nan_to_num(share), minlength=F)
         for f in fns.tolist():
             if not sel[f]:
                 continue
-            blk = np.asarray(m.function_blocks(f))
-            blk = blk[m.block_size[blk] > 0]
-            fq = m.block_freq[blk].astype(np.float64)
-            ct = c.block_count[blk]
-            if fq.sum() <= 0 or ct.sum() <= 0:
+            if sf[f] <= 0 or sc[f] <= 0:
                 self._overlap[keys[f]] = None
                 continue
-            self._overlap[keys[f]] = _r(np.minimum(fq / fq.sum(), ct / ct.sum()).sum())
-            self._overlap_w[keys[f]] = float(ct.sum())
+            self._overlap[keys[f]] = _r(ov[f])
+            self._overlap_w[keys[f]] = float(sc[f])
         return self._overlap
 
     def _block_score(self) -> float | None:
@@ -302,11 +357,14 @@ class ProfileReport:
         scores = self.function_scores()
 
         def fn(r: dict[str, Any]) -> dict[str, Any]:
-            return fns.setdefault(r["function"], {
-                "address": r["function_address"], "entry": None,
-                "scores": {k: scores.get(r["function"], _empty_fn(0))[k]
-                           for k in ("branches", "blocks")},
-                "branches": {}, "blocks": {}})
+            d = fns.get(r["function"])
+            if d is None:
+                sc = scores.get(r["function"]) or _empty_fn(0)
+                d = fns[r["function"]] = {
+                    "address": r["function_address"], "entry": None,
+                    "scores": {"branches": sc["branches"], "blocks": sc["blocks"]},
+                    "branches": {}, "blocks": {}}
+            return d
 
         for r in self.entry_rows():
             fn(r)["entry"] = {k: v for k, v in r.items()
@@ -332,6 +390,16 @@ class ProfileReport:
             "functions": dict(sorted(fns.items(), key=lambda kv: (kv[1]["address"], kv[0]))),
             "notes": self.notes, "errors": self.errors,
         }
+
+    def dumps(self) -> str:
+        """The JSON document as text: indented while small, compact beyond INDENT_MAX
+        functions (the indenting encoder is pure Python, ~10x slower)."""
+        import json
+
+        doc = self.to_json()
+        if len(doc["functions"]) <= INDENT_MAX:
+            return json.dumps(doc, indent=1) + "\n"
+        return json.dumps(doc, separators=(",", ":")) + "\n"
 
     # ----------------------------------------------------------------- text
     def format(self, *, top: int = TOP) -> str:
@@ -375,11 +443,12 @@ class ProfileReport:
                 sw = max(r["successors"], key=lambda x: (
                     abs((x["measured"] or 0) - x["believed"]), -x["id"]))
                 tag = " (post-link)" if r["source"] == "postlink" else ""
+                meas = (f"{_fmt(sw['measured'])} [{_fmt(sw['interval'][0])}, "
+                        f"{_fmt(sw['interval'][1])}]")
                 lines.append(
                     f"    {i:>3}  {_clip(r['function'], 24):<24} "
                     f"{str(r['block']) + ' -> ' + str(sw['id']):<14} {sw['believed']:>8.3f}  "
-                    f"{_fmt(sw['measured'])} [{_fmt(sw['interval'][0])}, "
-                    f"{_fmt(sw['interval'][1])}]{'':<4} {_cnt(r['executions']):>10}{tag}")
+                    f"{meas:<22} {_cnt(r['executions']):>10}{tag}")
             if len(worst) > top:
                 lines.append(f"    ... and {len(worst) - top} more (--top, or --json)")
         wb = self.mismatched_blocks()
@@ -390,11 +459,12 @@ class ProfileReport:
                          f"{'measured [interval]':<28} {'count/entry':>14}")
             for i, r in enumerate(wb[:top], 1):
                 tag = " (post-link)" if r["source"] == "postlink" else ""
+                meas = (f"{_g(r['measured'])} [{_g(r['interval'][0])}, "
+                        f"{_g(r['interval'][1])}]")
+                ce = f"{_cnt(r['count'])}/{_cnt(r['entry_count'])}"
                 lines.append(
                     f"    {i:>3}  {_clip(r['function'], 24):<24} {r['block']:>5}  "
-                    f"{_g(r['believed']):>10}  {_g(r['measured'])} [{_g(r['interval'][0])}, "
-                    f"{_g(r['interval'][1])}]{'':<6} "
-                    f"{_cnt(r['count'])}/{_cnt(r['entry_count']):<6}{tag}")
+                    f"{_g(r['believed']):>10}  {meas:<28} {ce:>14}{tag}")
             if len(wb) > top:
                 lines.append(f"    ... and {len(wb) - top} more")
         ws = self.function_scores()
@@ -443,8 +513,10 @@ def _weighted_score(rows: list[dict[str, Any]]) -> float | None:
 
 
 def _strip(r: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in r.items()
-            if k not in ("function", "function_address", "block", "source")}
+    """The row as its function's JSON keeps it (keyed by block ID already)."""
+    d = r.copy()
+    del d["function"], d["function_address"], d["block"], d["source"]
+    return d
 
 
 def _rank(r: dict[str, Any]) -> dict[str, Any]:
