@@ -174,3 +174,12 @@ def test_assert_api(flip: str) -> None:
     bbmap.assert_pgo_map_matches(flip, TRAIN, functions=["pf_every"])
     with pytest.raises(AssertionError, match="pf_sign block 0 -> 1"):
         bbmap.assert_pgo_map_matches(flip, SHIFT, functions=["pf_sign"])
+
+
+def test_inference_off_leaves_an_ip_only_profile_unjudgeable(flip: str) -> None:
+    if not PLAIN.exists():
+        pytest.skip("cpu-clock profile not built")
+    code, out, err = run(flip, "--profile", str(PLAIN), "--inference", "off")
+    assert code == 1 and "no branch stacks" in err and "FAILED" in out
+    code, _, err = run(flip, "--inference", "on")
+    assert code == 2 and "--inference" in err

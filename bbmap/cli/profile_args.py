@@ -44,6 +44,14 @@ def profile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def profile_options_besides_debug_dir(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The same, for a command that already takes ``--debug-dir`` (verify)."""
+    for option in reversed(_OPTIONS):
+        if option is not _OPTIONS[3]:  # debug_dir_option()
+            fn = option(fn)
+    return fn
+
+
 def annotate_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
                     debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
                     inference_solver: str = "auto") -> dict[str, Any]:

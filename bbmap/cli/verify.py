@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -22,6 +23,7 @@ from bbmap.cli import (
     refuse_output_over_input,
 )
 from bbmap.cli.options import debug_dir_option, output_option
+from bbmap.cli.profile_args import profile_options_besides_debug_dir
 from bbmap.errors import BBMapError, UsageError
 
 
@@ -64,19 +66,14 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
               help="--profile: judge only this function (repeatable).")
 @click.option("--top", type=int, default=20, show_default=True,
               help="--profile: mismatches listed in text output (JSON lists all).")
-@click.option("--name", "name", default=None,
-              help="--profile: the binary's file name as the profile mapped it.")
-@click.option("--pid", type=int, default=None, help="--profile: only samples of this process.")
-@click.option("--duplicate-lbr", "duplicate_lbr", type=click.Choice(["auto", "drop", "keep"]),
-              default="auto", show_default=True,
-              help="--profile: the hardware's duplicated newest LBR entry (as annotate).")
+@profile_options_besides_debug_dir
 @guarded
 def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool,
                show_coverage: bool, max_findings: int, output: str | None,
                debug_dirs: tuple[str, ...], list_checks: bool, profiles: tuple[str, ...],
                threshold: float | None, freq_factor: float | None,
                confidence: float | None, functions: tuple[str, ...], top: int,
-               name: str | None, pid: int | None, duplicate_lbr: str) -> None:
+               **profile: Any) -> None:
     """Check the basic-block address maps in each BINARY against its symbols and code.
 
     With --profile, hold BINARY's PGO analysis map (branch probabilities, block
@@ -92,13 +89,16 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
     if profiles:
         _profile_mode(binaries, profiles, as_json=as_json, output=output,
                       debug_dirs=debug_dirs, threshold=threshold, freq_factor=freq_factor,
-                      confidence=confidence, functions=functions, top=top, name=name,
-                      pid=pid, duplicate_lbr=duplicate_lbr, checks=checks)
+                      confidence=confidence, functions=functions, top=top, checks=checks,
+                      profile=profile)
     profile_only = {"threshold": threshold, "freq_factor": freq_factor,
-                    "confidence": confidence, "name": name, "pid": pid}
+                    "confidence": confidence, "name": profile["name"],
+                    "pid": profile["pid"]}
     given = [k.replace("_", "-") for k, v in profile_only.items() if v is not None]
     given += ["function"] if functions else []
-    given += ["duplicate-lbr"] if duplicate_lbr != "auto" else []
+    given += [k.replace("_", "-") for k in ("duplicate_lbr", "inference", "inference_solver")
+              if profile[k] != "auto"]
+    given += ["no-demangle"] if profile["no_demangle"] else []
     if given:
         raise UsageError(f"--{', --'.join(given)} only make sense with --profile PERF_DATA")
     if list_checks:
@@ -142,11 +142,11 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
 def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_json: bool,
                   output: str | None, debug_dirs: tuple[str, ...], threshold: float | None,
                   freq_factor: float | None, confidence: float | None,
-                  functions: tuple[str, ...], top: int, name: str | None, pid: int | None,
-                  duplicate_lbr: str, checks: tuple[str, ...]) -> None:
+                  functions: tuple[str, ...], top: int, checks: tuple[str, ...],
+                  profile: dict[str, Any]) -> None:
     """``verify BINARY --profile PERF_DATA...``: one binary, any number of profiles."""
     from bbmap.aggregate.api import expand_inputs
-    from bbmap.cli.profile_args import DUPLICATE_LBR, _is_perf_data
+    from bbmap.cli.profile_args import _is_perf_data, annotate_kwargs
     from bbmap.verify.api import verify_profile
 
     if checks:
@@ -165,8 +165,7 @@ def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_js
     refuse_output_over_input(output, [binary, *perf])
     rep = verify_profile(binary, perf, threshold=threshold, freq_factor=freq_factor,
                          confidence=confidence, functions=list(functions) or None,
-                         name_override=name, pid=pid, debug_dirs=debug_dirs,
-                         drop_duplicate_newest=DUPLICATE_LBR[duplicate_lbr])
+                         **annotate_kwargs(debug_dirs=debug_dirs, **profile))
     if as_json:
         text = rep.dumps()
     else:
