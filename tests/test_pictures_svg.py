@@ -16,7 +16,8 @@ from conftest import profile_cases
 
 from bbmap.aggregate import annotate
 from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_RETURN
-from bbmap.outputs.svg import HeatScale, esc, luminance, render_svg
+from bbmap.outputs.picture import HeatScale, luminance
+from bbmap.outputs.svg import esc, render_svg
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
 NS = "{http://www.w3.org/2000/svg}"
@@ -270,7 +271,8 @@ def test_big_function_keeps_every_block_and_thins_cold_ones(monkeypatch):
 @needs_corpus
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_overview_cells_fill_the_strip_and_hot_cells_stay_visible(case):
-    from bbmap.outputs.svg import MIN_HOT_CELL, PictureContext, _cell_widths
+    from bbmap.outputs.picture import PictureContext
+    from bbmap.outputs.svg import MIN_HOT_CELL, _cell_widths
 
     _, perf, binary = case
     r = result_of(perf, binary)
@@ -290,7 +292,8 @@ def test_overview_cells_fill_the_strip_and_hot_cells_stay_visible(case):
 @pytest.mark.skipif(not LBR, reason="corpus LBR profiles not built")
 def test_edge_cap_is_said_in_the_picture_and_dot_keeps_every_edge():
     from bbmap.outputs.dot import render_dot
-    from bbmap.outputs.svg import PictureContext, _function_svg, function_data
+    from bbmap.outputs.picture import PictureContext, function_data
+    from bbmap.outputs.svg import _function_svg
 
     _, perf, binary = LBR[0]
     r = result_of(perf, binary)

@@ -2,7 +2,7 @@
 
 For people who want graphviz's layered layout (or to post-process the graph): one
 ``digraph`` per function, a node per block filled with the heat colour of
-:class:`~bbmap.outputs.svg.HeatScale`, a cluster per address range, an edge per taken
+:class:`~bbmap.outputs.picture.HeatScale`, a cluster per address range, an edge per taken
 branch and per fall-through with its count.  Calls and returns to other functions end in
 one box per other function.  Output is deterministic (fixed order, fixed precision).
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.errors import BBMapError
 from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH
-from bbmap.outputs.svg import (
+from bbmap.outputs.picture import (
     C_BACK,
     C_CROSS,
     C_FT,
