@@ -190,6 +190,36 @@ class BlockMap:
             diffs.append("sources")
         return diffs
 
+    def prefix(self, nf: int) -> BlockMap:
+        """The first ``nf`` functions (with their ranges, blocks, callsites, successors)."""
+        m = self
+        out = BlockMap()
+        nr = int(m.func_range_ptr[nf])
+        nb = int(m.range_block_ptr[nr])
+        ncs = int(m.block_cs_ptr[nb])
+        ns = int(m.block_succ_ptr[nb])
+        for name in BlockMap.ARRAY_FIELDS:
+            a = getattr(m, name)
+            if name == "func_range_ptr":
+                setattr(out, name, a[:nf + 1])
+            elif name == "range_block_ptr":
+                setattr(out, name, a[:nr + 1])
+            elif name in ("block_cs_ptr", "block_succ_ptr"):
+                setattr(out, name, a[:nb + 1])
+            elif name.startswith("func_"):
+                setattr(out, name, a[:nf])
+            elif name.startswith("range_"):
+                setattr(out, name, a[:nr])
+            elif name == "callsite_offsets":
+                setattr(out, name, a[:ncs])
+            elif name.startswith("succ_"):
+                setattr(out, name, a[:ns])
+            else:
+                setattr(out, name, a[:nb])
+        out.sources = list(m.sources)
+        out.func_name = list(m.func_name[:nf])
+        return out
+
     @staticmethod
     def concat(maps: Sequence[BlockMap]) -> BlockMap:
         """Join maps (e.g. one per map section) into one, re-basing the CSR pointers."""

@@ -15,7 +15,7 @@ from conftest import all_corpus_binaries
 from hypothesis import HealthCheck, given, settings
 from test_formats_roundtrip import _encode, _input, function, section
 
-from bbmap.binary import decode_fast, load_binary
+from bbmap.binary import load_binary, uleb_tokens
 from bbmap.binary.decode_fast import decode_section_fast
 from bbmap.binary.decode_ref import decode_section_ref
 from bbmap.model import BlockMap
@@ -114,7 +114,7 @@ def test_fast_equals_reference_with_tiny_slices(sec, slice_bytes):
     kind, fns = sec
     inp = _input(kind, _encode(kind, fns))
     r, rd = decode_section_ref(inp)
-    with patch.object(decode_fast, "_SLICE", slice_bytes):
+    with patch.object(uleb_tokens, "SLICE", slice_bytes):
         f, fd = decode_section_fast(inp)
     assert r.differences(f) == []
     assert [str(d) for d in rd] == [str(d) for d in fd]

@@ -24,9 +24,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bbmap.arrays import expand_ranges, segment_cumsum
+from bbmap.binary.decode_assemble import assemble
 from bbmap.binary.decode_ref import decode_records
 from bbmap.binary.mapinput import KIND_BB_INFO, KIND_V0, MapInput, Notes, check_record
+from bbmap.binary.uleb_tokens import TERM_BYTES, uleb_tokens
 from bbmap.errors import Diagnostic
 from bbmap.formats.bbaddrmap import (
     BLOCK_HASH_BYTES,
@@ -48,12 +49,10 @@ from bbmap.formats.bbaddrmap import (
     KNOWN_FEATURES,
     KNOWN_METADATA,
     MAX_VERSION,
-    METADATA_MAX,
     SUCCESSOR_ULEBS,
     UINT32_MAX,
     VERSION_BLOCK_IDS,
     VERSION_FEATURE_U16,
-    VERSION_UNVERSIONED,
     min_block_bytes,
 )
 from bbmap.formats.leb128 import LEB_GROUP_BITS, LEB_MORE, LEB_PAYLOAD, MAX_ULEB_BYTES
@@ -67,58 +66,6 @@ _GENERAL_FEATURES = KNOWN_FEATURES & ~FEAT_CALLSITE_OFFSETS
 
 class _Stop(Exception):
     """The fast walk cannot continue at this function; the reference takes over."""
-
-
-_SLICE = 1 << 14  # bytes per np.flatnonzero call: its int64 result is reused heap
-_TERM_BYTES = bytes(1 if i < LEB_MORE else 0 for i in range(256))  # for bytes.translate
-
-
-def _terminators(mask: np.ndarray, itype: type) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the True bytes of ``mask`` as ``itype``, and the indices of the
-    multi-byte tokens (those whose terminator does not directly follow the previous
-    one), found a slice at a time: one int64 ``flatnonzero`` or ``diff`` of a 10 MB
-    map would be tens of MB to fault in."""
-    term = np.empty(int(np.count_nonzero(mask)), itype)
-    multi = []
-    at, last = 0, -1
-    for s in range(0, len(mask), _SLICE):
-        idx = np.flatnonzero(mask[s:s + _SLICE])
-        if not len(idx):
-            continue
-        idx += s
-        term[at:at + len(idx)] = idx
-        multi.append(np.flatnonzero(np.diff(idx, prepend=last) > 1) + at)
-        at, last = at + len(idx), int(idx[-1])
-    return term, (np.concatenate(multi) if multi else np.zeros(0, np.int64))
-
-
-def _tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Terminator positions, ULEB values ending there, and a per-token 'malformed' flag.
-
-    Indices are int32 and values uint32 unless the section needs wider (less memory
-    to fault in: a clang-sized map has ~10 million tokens).  Multi-byte tokens are
-    the few decoded byte by byte.
-    """
-    itype = np.int32 if len(b) < 2**30 else np.int64
-    term, multi = _terminators(b < LEB_MORE, itype)
-    ntok = len(term)
-    ml = term[multi] - np.where(multi > 0, term[np.maximum(multi - 1, 0)], -1)
-    maxlen = int(ml.max()) if len(ml) else 1
-    vtype = np.uint64 if maxlen > 4 else np.uint32
-    vals = b[term].astype(vtype)
-    vals &= LEB_PAYLOAD
-    bad = np.zeros(ntok, dtype="?")
-    if len(multi):
-        st = term[multi].astype(np.int64) - ml + 1
-        v = np.zeros(len(multi), np.uint64)
-        for i in range(min(maxlen, MAX_ULEB_BYTES)):
-            sel = np.flatnonzero(ml > i)
-            v[sel] |= (b[st[sel] + i] & LEB_PAYLOAD).astype(np.uint64) \
-                << np.uint64(LEB_GROUP_BITS * i)
-        vals[multi] = v.astype(vtype)
-        if maxlen >= MAX_ULEB_BYTES:
-            bad[multi] = (ml > MAX_ULEB_BYTES) | ((ml == MAX_ULEB_BYTES) & (b[term[multi]] > 1))
-    return term, vals, bad
 
 
 class _SimpleRun(NamedTuple):
@@ -144,9 +91,9 @@ class _Walker:
         self.data = data
         self.n = len(data)
         b = np.frombuffer(data, dtype=np.uint8)
-        term, vals, bad = _tokens(b)
+        term, vals, bad = uleb_tokens(b)
         # one byte per data byte, 1 where a token ends: token counts of short spans
-        self.is_term = data.translate(_TERM_BYTES)
+        self.is_term = data.translate(TERM_BYTES)
         self._cumm: memoryview | None = None
         self.term_np, self.vals_np, self.bad_np = term, vals, bad
         self.bad = memoryview(bad.view(np.uint8))
@@ -484,11 +431,11 @@ def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:
         w.f_off.append(pos)
         pos = nxt
     w.release_walk_tables()
-    m, first_bad = _assemble(w, inp)
+    m, first_bad = assemble(w, inp)
     diags: list[Diagnostic] = []
     if first_bad is not None:
         stop_at = int(m.func_map_offset[first_bad])
-        m = _truncate(m, first_bad)
+        m = m.prefix(first_bad)
     notes = Notes(inp)
     md_or = _md_or(m)
     ver, feat = m.func_version.astype(np.int64), m.func_feature.astype(np.int64)
@@ -539,309 +486,3 @@ _LISTS = (("r_addr_off", "r_raw", "r_nb", "r_nblk", "r_run"),
           ("p_start",))
 
 
-def _truncate(m: BlockMap, nf: int) -> BlockMap:
-    """The first ``nf`` functions of ``m``."""
-    out = BlockMap()
-    nr = int(m.func_range_ptr[nf])
-    nb = int(m.range_block_ptr[nr])
-    ncs = int(m.block_cs_ptr[nb])
-    ns = int(m.block_succ_ptr[nb])
-    for name in BlockMap.ARRAY_FIELDS:
-        a = getattr(m, name)
-        if name == "func_range_ptr":
-            setattr(out, name, a[:nf + 1])
-        elif name == "range_block_ptr":
-            setattr(out, name, a[:nr + 1])
-        elif name in ("block_cs_ptr", "block_succ_ptr"):
-            setattr(out, name, a[:nb + 1])
-        elif name.startswith("func_"):
-            setattr(out, name, a[:nf])
-        elif name.startswith("range_"):
-            setattr(out, name, a[:nr])
-        elif name == "callsite_offsets":
-            setattr(out, name, a[:ncs])
-        elif name.startswith("succ_"):
-            setattr(out, name, a[:ns])
-        else:
-            setattr(out, name, a[:nb])
-    out.sources = list(m.sources)
-    out.func_name = list(m.func_name[:nf])
-    return out
-
-
-class _Columns(NamedTuple):
-    """Per-function and per-range walk results in file order."""
-
-    f_off: np.ndarray
-    f_ver: np.ndarray
-    f_feat: np.ndarray
-    f_nr: np.ndarray
-    f_entry: np.ndarray
-    r_addr_off: np.ndarray
-    r_raw: np.ndarray
-    r_nb: np.ndarray
-    r_nblk: np.ndarray
-    r_run: np.ndarray
-
-
-def _columns(w: _Walker) -> _Columns:
-    """Join the records the general walk listed with the runs :meth:`_Walker.run_simple`
-    kept as columns; both are in file order, so records sort by their start and ranges
-    by their address field's offset."""
-    F = len(w.f_off)
-    R = sum(w.f_nr[:F])
-    g = _Columns(np.array(w.f_off, np.int64), np.array(w.f_ver[:F], np.int64),
-                 np.array(w.f_feat[:F], np.int64), np.array(w.f_nr[:F], np.int64),
-                 np.array(w.f_entry_tok[:F], np.int64), np.array(w.r_addr_off[:R], np.int64),
-                 np.array(w.r_raw[:R], "u8"), np.array(w.r_nb[:R], np.int64),
-                 np.array(w.r_nblk[:R], np.int64),
-                 np.array(w.r_run[:R], np.int64).reshape(-1, 2))
-    if not w.simple:
-        return g
-    s = w.simple
-    n = sum(len(x.pos) for x in s)
-    parts = [g, _Columns(*(np.concatenate(col) for col in (
-        [x.pos for x in s], [x.ver for x in s], [x.feat for x in s],
-        [np.ones(n, np.int64)], [np.full(n, -1, np.int64)], [x.addr_at for x in s],
-        [x.raw for x in s], [x.nb for x in s], [x.nb for x in s], [x.run for x in s])))]
-    if not F:
-        return parts[1]
-    out = _Columns(*(np.concatenate([p[i] for p in parts]) for i in range(len(g))))
-    fo = np.argsort(out.f_off, kind="stable")
-    ro = np.argsort(out.r_addr_off, kind="stable")
-    return _Columns(*(col[fo] for col in out[:5]), *(col[ro] for col in out[5:]))
-
-
-def _assemble(w: _Walker, inp: MapInput) -> tuple[BlockMap, int | None]:
-    """Gather the columns; return the map and the first function failing a value check."""
-    m = BlockMap()
-    m.sources = [inp.source] if inp.source is not None else []
-    V = w.V
-    c = _columns(w)
-    F = len(c.f_off)
-    m.func_version = c.f_ver.astype("i2")
-    m.func_feature = c.f_feat.astype("u2")
-    m.func_source = np.zeros(F, "i4")
-    m.func_map_offset = c.f_off.astype("u8")
-    m.func_range_ptr = np.zeros(F + 1, np.int64)
-    np.cumsum(c.f_nr, out=m.func_range_ptr[1:])
-    R = len(c.r_nb)
-    r_nb = c.r_nb
-    r_nblk = c.r_nblk
-    m.range_num_blocks = r_nb.astype("u4")
-    m.range_block_ptr = np.zeros(R + 1, np.int64)
-    np.cumsum(r_nblk, out=m.range_block_ptr[1:])
-    B = int(m.range_block_ptr[-1])
-    bad_func = np.zeros(F, "?")
-    func_of_range = np.repeat(np.arange(F), c.f_nr) if F else np.zeros(0, np.int64)
-    # addresses (relocated in .o)
-    offs = c.r_addr_off.astype("u8")
-    raws = c.r_raw
-    vals, secs, bad = inp.relocs.resolve_many(offs, raws)
-    if bad is not None:
-        bad_func[func_of_range[bad]] = True
-    m.range_base = vals.astype("u8")
-    m.range_section = secs.astype("i4")
-    first_range = m.func_range_ptr[:-1]
-    m.func_address = m.range_base[first_range] if F else np.zeros(0, "u8")
-    # per-block shape: IDs (v2+), callsite lists (bit 5); usually uniform per section
-    fptr = m.range_block_ptr[m.func_range_ptr]
-    blocks_per_func = np.diff(fptr)
-    fver = m.func_version
-    ids = fver >= VERSION_BLOCK_IDS
-    feff = np.where(ids, m.func_feature, 0).astype(np.int64)
-    if not F or bool(ids.all()):
-        hasid: int | np.ndarray = 1
-    elif not bool(ids.any()):
-        hasid = 0
-    else:
-        hasid = np.repeat(ids.astype(np.int8), blocks_per_func)
-    itype = np.int32 if w.ntok < 2**31 - 64 else np.int64
-    ks = np.empty(B, itype)
-    run = c.r_run
-    is_run = (run[:, 0] >= 0) & (run[:, 1] > 0)
-    if is_run.any():
-        rr = np.flatnonzero(is_run)
-        pos_blocks = expand_ranges(m.range_block_ptr[rr], r_nblk[rr])
-        ks[pos_blocks] = expand_ranges(run[rr, 0], r_nblk[rr], run[rr, 1])
-    is_chain = run[:, 1] < 0
-    if is_chain.any():
-        cr = np.flatnonzero(is_chain & (r_nblk > 0))
-        cur = run[cr, 0]
-        base = m.range_block_ptr[cr].copy()
-        left = r_nblk[cr].copy()
-        last = len(V) - 1
-        while len(cur):  # one hop for every callsite range at once (the walk checked them)
-            ks[base] = cur
-            left -= 1
-            keep = left > 0
-            if not keep.all():
-                cur, base, left = cur[keep], base[keep], left[keep]
-            cur = cur + CALLSITE_ENTRY_ULEBS \
-                + V[np.minimum(cur + CALLSITE_COUNT_INDEX, last)].astype(np.int64)
-            base += 1
-    hpos = None
-    if w.x_ks:
-        xr = np.flatnonzero(~is_run & ~is_chain & (r_nblk > 0))
-        pos_blocks = expand_ranges(m.range_block_ptr[xr], r_nblk[xr])
-        ks[pos_blocks] = np.array(w.x_ks, itype)
-        hpos = np.full(B, -1, np.int64)
-        hpos[pos_blocks] = np.array(w.x_hash, np.int64)
-    bad_tok = w.bad_np
-    any_bad_tok = bool(bad_tok.any())
-    wide = V.dtype.itemsize > 4
-    bad_blocks: list[np.ndarray] = []
-    off_t = ks + hasid
-    size_t = off_t + 1
-    f_cs = (feff & FEAT_CALLSITE_OFFSETS) != 0
-    ncs_full = np.zeros(B, np.int64)
-    cs_idx = np.zeros(0, np.int64)
-    if f_cs.any():
-        # every block has a callsite list in a clang-22 map: plain slices then, not
-        # fancy indexing (each pass over a million blocks costs tens of ms otherwise)
-        every = bool(f_cs.all())
-        cs_idx = np.arange(B) if every else np.flatnonzero(np.repeat(f_cs, blocks_per_func))
-        sel = slice(None) if every else cs_idx
-        ncs_tok = off_t[sel] + 1
-        ncs_c = V[ncs_tok].astype(np.int64)
-        bad_ncs = (ncs_c > U32) if wide else np.zeros(len(cs_idx), "?")
-        if any_bad_tok:
-            bad_ncs |= bad_tok[ncs_tok]
-        if bad_ncs.any():
-            bad_blocks.append(cs_idx[bad_ncs])
-            ncs_c[bad_ncs] = 0
-        ncs_full[sel] = ncs_c
-        size_t[sel] += 1 + ncs_c
-    md_t = size_t + 1
-    raw_off = V[off_t]
-    raw_size = V[size_t]
-    raw_md = V[md_t]
-    if isinstance(hasid, int) and hasid:
-        raw_id = V[ks]
-    else:
-        local = np.arange(B, dtype=np.int64) - np.repeat(m.range_block_ptr[:-1], r_nblk)
-        raw_id = local.astype(V.dtype) if isinstance(hasid, int) else \
-            np.where(hasid == 1, V[ks], local.astype(V.dtype))
-    # callsites: running sums of the deltas, per block
-    m.block_cs_ptr = np.zeros(B + 1, np.int64)
-    np.cumsum(ncs_full, out=m.block_cs_ptr[1:])
-    cs_blocks = np.flatnonzero(ncs_full)
-    size = raw_size.astype(np.uint64)
-    cs_abs = np.zeros(0, np.uint64)
-    if len(cs_blocks):
-        cs_tok = expand_ranges(off_t[cs_blocks] + 2, ncs_full[cs_blocks])
-        deltas = V[cs_tok].astype(np.uint64)
-        wide_delta = (deltas > U32) if wide else None
-        cs_abs = segment_cumsum(deltas, m.block_cs_ptr[np.append(cs_blocks, B)])
-        last_cs = cs_abs[m.block_cs_ptr[cs_blocks + 1] - 1]
-        size[cs_blocks] += last_cs
-        bad_cs = cs_abs > U32
-        if wide:
-            bad_cs |= wide_delta
-        if any_bad_tok:
-            bad_cs |= bad_tok[cs_tok]
-        if bad_cs.any():
-            bad_blocks.append(np.repeat(cs_blocks, ncs_full[cs_blocks])[bad_cs])
-    # value checks: metadata over 8 bits, 32-bit fields over 32 bits, malformed tokens
-    bad_block = raw_md > METADATA_MAX
-    if wide:
-        bad_block |= (raw_off > U32) | (raw_size > U32) | (raw_id > U32)
-    if any_bad_tok:
-        bad_block |= bad_tok[off_t] | bad_tok[size_t] | bad_tok[md_t]
-        if not isinstance(hasid, int) or hasid:
-            bad_block |= bad_tok[ks] & (hasid == 1)
-    bad_blocks.append(np.flatnonzero(bad_block))
-    bad_all = np.concatenate(bad_blocks)
-    if len(bad_all):
-        bad_func[np.searchsorted(fptr, bad_all, side="right") - 1] = True
-    # absolute offsets: v0 from the function start, v1+ from the previous block's end
-    step = raw_off.astype(np.uint64)
-    step += size
-    rel = segment_cumsum(step, m.range_block_ptr)
-    rel -= size
-    v0 = fver == VERSION_UNVERSIONED
-    if bool(v0.any()):
-        rel = np.where(np.repeat(v0, blocks_per_func), raw_off, rel)
-    m.block_id = raw_id.astype("u4")
-    m.block_offset = rel
-    m.block_size = size
-    m.block_md = raw_md.astype("u1")
-    m.callsite_offsets = cs_abs.astype("u4")
-    # hashes
-    m.block_hash = np.zeros(B, "u8")
-    if hpos is not None:
-        hb = np.flatnonzero(hpos >= 0)
-        if len(hb):
-            raw = np.frombuffer(w.data, np.uint8)
-            idx = hpos[hb][:, None] + np.arange(BLOCK_HASH_BYTES)
-            dt = np.dtype("<u8" if inp.little else ">u8")
-            m.block_hash[hb] = np.ascontiguousarray(raw[idx]).view(dt).ravel().astype("u8")
-    # PGO
-    m.func_entry_count = np.zeros(F, "u8")
-    et = c.f_entry
-    has_e = et >= 0
-    if has_e.any():
-        ev = V[et[has_e]]
-        m.func_entry_count[has_e] = ev
-        bad_func[np.flatnonzero(has_e)[bad_tok[et[has_e]]]] = True
-    m.block_freq = np.zeros(B, "u8")
-    m.block_postlink_freq = np.zeros(B, "u8")
-    m.block_succ_ptr = np.zeros(B + 1, np.int64)
-    m.succ_id, m.succ_prob, m.succ_postlink = np.zeros(0, "u4"), np.zeros(0, "u4"), \
-        np.zeros(0, "u8")
-    pgo_f = (feff & FEAT_PGO_BLOCKS) != 0
-    if not pgo_f.any():
-        m.func_name = [None] * F
-        first_bad = int(np.argmax(bad_func)) if bad_func.any() else None
-        return m, first_bad
-    block_func = np.repeat(np.arange(F), blocks_per_func)
-    pgo_blocks = np.flatnonzero(np.repeat(pgo_f, blocks_per_func)) if B else np.zeros(0, int)
-    P = len(pgo_blocks)
-    nsucc = np.zeros(B, np.int64)
-    succ_first = np.zeros(B, np.int64)
-    sw = np.zeros(B, np.int64)
-    if P:
-        ps = np.array(w.p_start[:P], np.int64)
-        peff = np.repeat(feff, blocks_per_func)[pgo_blocks]
-        has_f = (peff & FEAT_BB_FREQ) != 0
-        has_p = (peff & FEAT_POST_LINK_CFG) != 0
-        has_s = (peff & FEAT_BR_PROB) != 0
-        bad_p = np.zeros(P, "?")
-        sel = np.flatnonzero(has_f)
-        m.block_freq[pgo_blocks[sel]] = V[ps[sel]]
-        if any_bad_tok:
-            bad_p[sel] |= bad_tok[ps[sel]]
-        plf_t = ps + has_f
-        sel = np.flatnonzero(has_p)
-        m.block_postlink_freq[pgo_blocks[sel]] = V[plf_t[sel]]
-        if wide:
-            bad_p[sel] |= V[plf_t[sel]] > U32
-        if any_bad_tok:
-            bad_p[sel] |= bad_tok[plf_t[sel]]
-        ns_t = plf_t + has_p
-        sel = np.flatnonzero(has_s)
-        nsucc[pgo_blocks[sel]] = V[ns_t[sel]].astype(np.int64)
-        if any_bad_tok:
-            bad_p[sel] |= bad_tok[ns_t[sel]]
-        succ_first[pgo_blocks] = ns_t + 1
-        sw[pgo_blocks] = SUCCESSOR_ULEBS + has_p
-        if bad_p.any():
-            bad_func[block_func[pgo_blocks[bad_p]]] = True
-    np.cumsum(nsucc, out=m.block_succ_ptr[1:])
-    sb = np.flatnonzero(nsucc > 0)
-    st = expand_ranges(succ_first[sb], nsucc[sb], sw[sb])
-    post = np.repeat(sw[sb] == 3, nsucc[sb])
-    m.succ_id = V[st].astype("u4") if len(st) else np.zeros(0, "u4")
-    m.succ_prob = V[st + 1].astype("u4") if len(st) else np.zeros(0, "u4")
-    m.succ_postlink = np.where(post, V[np.where(post, st + 2, st)], 0).astype("u8") \
-        if len(st) else np.zeros(0, "u8")
-    if len(st):
-        bad_s = (V[st] > U32) | (V[st + 1] > U32) | bad_tok[st] | bad_tok[st + 1]
-        bad_s |= post & ((V[np.where(post, st + 2, st)] > U32)
-                         | bad_tok[np.where(post, st + 2, st)])
-        if bad_s.any():
-            owner = np.repeat(sb, nsucc[sb])
-            bad_func[block_func[owner[bad_s]]] = True
-    m.func_name = [None] * F
-    first_bad = int(np.argmax(bad_func)) if bad_func.any() else None
-    return m, first_bad

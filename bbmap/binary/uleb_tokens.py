@@ -1,0 +1,66 @@
+"""A map section as ULEB128 tokens, found and valued with numpy (the fast decoder's input).
+
+Almost every field of a block map is a ULEB128, and every byte below 0x80 ends one, so
+the terminator positions split the section into *tokens* and every token's value can be
+computed vectorized.  Fixed-width fields (versions, features, addresses, hashes) also
+contain such bytes; the walk (:mod:`bbmap.binary.decode_fast`) steps over them and
+re-values the token that starts after one (``_Walker.tok``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bbmap.formats.leb128 import LEB_GROUP_BITS, LEB_MORE, LEB_PAYLOAD, MAX_ULEB_BYTES
+
+SLICE = 1 << 14  # bytes per np.flatnonzero call: its int64 result is reused heap
+TERM_BYTES = bytes(1 if i < LEB_MORE else 0 for i in range(256))  # for bytes.translate
+
+
+
+def terminators(mask: np.ndarray, itype: type) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the True bytes of ``mask`` as ``itype``, and the indices of the
+    multi-byte tokens (those whose terminator does not directly follow the previous
+    one), found a slice at a time: one int64 ``flatnonzero`` or ``diff`` of a 10 MB
+    map would be tens of MB to fault in."""
+    term = np.empty(int(np.count_nonzero(mask)), itype)
+    multi = []
+    at, last = 0, -1
+    for s in range(0, len(mask), SLICE):
+        idx = np.flatnonzero(mask[s:s + SLICE])
+        if not len(idx):
+            continue
+        idx += s
+        term[at:at + len(idx)] = idx
+        multi.append(np.flatnonzero(np.diff(idx, prepend=last) > 1) + at)
+        at, last = at + len(idx), int(idx[-1])
+    return term, (np.concatenate(multi) if multi else np.zeros(0, np.int64))
+
+
+def uleb_tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Terminator positions, ULEB values ending there, and a per-token 'malformed' flag.
+
+    Indices are int32 and values uint32 unless the section needs wider (less memory
+    to fault in: a clang-sized map has ~10 million tokens).  Multi-byte tokens are
+    the few decoded byte by byte.
+    """
+    itype = np.int32 if len(b) < 2**30 else np.int64
+    term, multi = terminators(b < LEB_MORE, itype)
+    ntok = len(term)
+    ml = term[multi] - np.where(multi > 0, term[np.maximum(multi - 1, 0)], -1)
+    maxlen = int(ml.max()) if len(ml) else 1
+    vtype = np.uint64 if maxlen > 4 else np.uint32
+    vals = b[term].astype(vtype)
+    vals &= LEB_PAYLOAD
+    bad = np.zeros(ntok, dtype="?")
+    if len(multi):
+        st = term[multi].astype(np.int64) - ml + 1
+        v = np.zeros(len(multi), np.uint64)
+        for i in range(min(maxlen, MAX_ULEB_BYTES)):
+            sel = np.flatnonzero(ml > i)
+            v[sel] |= (b[st[sel] + i] & LEB_PAYLOAD).astype(np.uint64) \
+                << np.uint64(LEB_GROUP_BITS * i)
+        vals[multi] = v.astype(vtype)
+        if maxlen >= MAX_ULEB_BYTES:
+            bad[multi] = (ml > MAX_ULEB_BYTES) | ((ml == MAX_ULEB_BYTES) & (b[term[multi]] > 1))
+    return term, vals, bad
