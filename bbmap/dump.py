@@ -14,16 +14,12 @@ renderer and checks the bytes are the same.
 from __future__ import annotations
 
 import json
-import queue
-import re
-import threading
-from collections.abc import Iterable, Iterator
-from functools import lru_cache
+from collections.abc import Iterator
 from typing import IO
 
 import numpy as np
 
-from bbmap.arrays import expand_ranges
+from bbmap.arrays import expand_ranges, row_of
 from bbmap.binary import Binary, load_binary
 from bbmap.formats.bbaddrmap import (
     FEAT_BB_FREQ,
@@ -31,12 +27,28 @@ from bbmap.formats.bbaddrmap import (
     FEAT_BR_PROB,
     FEAT_CALLSITE_OFFSETS,
     FEAT_FUNC_ENTRY_COUNT,
+    FEAT_PGO_ANALYSIS,
+    FEAT_PGO_BLOCKS,
     FEAT_POST_LINK_CFG,
+    MD_CAN_FALL_THROUGH,
+    MD_HAS_INDIRECT_BRANCH,
+    MD_HAS_RETURN,
+    MD_HAS_TAIL_CALL,
+    MD_IS_EH_PAD,
     MD_NAMES,
     SHT_LLVM_BB_ADDR_MAP,
     SHT_LLVM_BB_ADDR_MAP_V0,
 )
 from bbmap.model import BlockMap, MapSource
+from bbmap.outputs.json_fragments import (
+    decimal_texts,
+    is_plain,
+    json_string,
+    num_digits,
+    put_const,
+    put_digits,
+    write_overlapped,
+)
 
 _MD_JSON = []
 for _md in range(256):
@@ -60,13 +72,13 @@ def _pgo_texts(m: BlockMap, feats: np.ndarray) -> dict[int, str]:
     Built column-wise: one string per block head and per successor, laid out in one
     flat list in output order, then joined per function (a PGO map of a clang-sized
     binary has millions of blocks too)."""
-    funcs = np.flatnonzero(feats & (FEAT_FUNC_ENTRY_COUNT | FEAT_BB_FREQ | FEAT_BR_PROB))
+    funcs = np.flatnonzero(feats & FEAT_PGO_ANALYSIS)
     if not len(funcs):
         return {}
     fptr = m.range_block_ptr[m.func_range_ptr]
     nb_f = np.diff(fptr)
-    per_block = feats[np.repeat(np.arange(m.num_functions), nb_f)]
-    want = np.flatnonzero(per_block & (FEAT_BB_FREQ | FEAT_BR_PROB))
+    per_block = feats[row_of(fptr)]
+    want = np.flatnonzero(per_block & FEAT_PGO_BLOCKS)
     flat: list[str] = []
     start = np.zeros(m.num_blocks + 1, np.int64)  # where each wanted block starts in flat
     if len(want):
@@ -127,7 +139,7 @@ def _pgo_texts(m: BlockMap, feats: np.ndarray) -> dict[int, str]:
         parts = []
         if feat & FEAT_FUNC_ENTRY_COUNT:
             parts.append('"entry_count":%d' % entry[f])
-        if feat & (FEAT_BB_FREQ | FEAT_BR_PROB):
+        if feat & FEAT_PGO_BLOCKS:
             a, z = int(fptr[f]), int(fptr[f + 1])
             text = "".join(flat[int(start[a]):int(end_of[z])]) if z > a else ""
             parts.append('"blocks":[%s]' % text)
@@ -140,55 +152,6 @@ _CHUNK = 16_384
 # is not significant in JSON, and leading with the metadata makes it one shared string.
 _MD_TEXT = ['{"metadata":%s,"id":' % j for j in _MD_JSON]
 _MD_PREFIX_COMMA = np.array([("," + t).encode() for t in _MD_TEXT], dtype=object)
-_TABLE_SIZE = 1 << 16
-_POW10 = np.array([10**i for i in range(20)], dtype=np.uint64)
-
-
-@lru_cache(maxsize=64)
-def _number_table(suffix: bytes, size: int) -> np.ndarray:
-    """``str(i) + suffix`` for i < size (bytes): one shared object per small value."""
-    return np.array([b"%d%s" % (i, suffix) for i in range(size)], dtype=object)
-
-
-def _decimal(values: np.ndarray, suffix: bytes = b"") -> list[bytes]:
-    """Decimal texts (followed by ``suffix``) of unsigned integers; table lookups for
-    the small ones, which are nearly all of them (the table grows in powers of two
-    as far as the values need, up to ``_TABLE_SIZE``)."""
-    if not len(values):
-        return []
-    top = int(values.max())
-    table = _number_table(suffix, max(1024, 1 << min(top, _TABLE_SIZE - 1).bit_length()))
-    if top < len(table):
-        return table[values].tolist()
-    big = values >= len(table)
-    out = table[np.where(big, 0, values)].tolist()
-    for i in np.flatnonzero(big).tolist():
-        out[i] = b"%d%s" % (int(values[i]), suffix)
-    return out
-
-
-def _num_digits(values: np.ndarray) -> np.ndarray:
-    """Decimal digit counts of unsigned integers (1 for zero)."""
-    return np.maximum(np.searchsorted(_POW10, values.astype(np.uint64), side="right"), 1)
-
-
-def _put_digits(out: np.ndarray, ends: np.ndarray, values: np.ndarray,
-                ndig: np.ndarray) -> None:
-    """Write each value's decimal digits into ``out`` so that its last digit lands at
-    ``ends - 1`` (vectorized: one pass per digit position, live values only)."""
-    v = values.astype(np.uint64)
-    pos = ends.astype(np.int64) - 1
-    left = ndig
-    for _ in range(int(ndig.max()) if len(ndig) else 0):
-        out[pos] = (v % np.uint64(10)).astype(np.uint8) + 48
-        keep = np.flatnonzero(left > 1)
-        v, pos, left = v[keep] // np.uint64(10), pos[keep] - 1, left[keep] - 1
-
-
-def _put_const(out: np.ndarray, starts: np.ndarray, text: bytes) -> None:
-    """Write the same short ``text`` at every offset in ``starts``."""
-    for j, ch in enumerate(text):
-        out[starts + j] = ch
 
 
 _CS_OPEN = b',"callsite_offsets":['
@@ -214,7 +177,7 @@ def _block_closings(m: BlockMap, feats_per_block: np.ndarray, b0: int, b1: int
     has_cs = cs_flag[which]
     has_hash = hash_flag[which]
     cs_vals = m.callsite_offsets[expand_ranges(ptr[which], n)]
-    cs_dig = _num_digits(cs_vals)
+    cs_dig = num_digits(cs_vals)
     cs_item = cs_dig + 1  # each number is followed by "," or the closing "]"
     cs_ptr = np.zeros(len(which) + 1, np.int64)
     np.cumsum(n, out=cs_ptr[1:])
@@ -224,27 +187,27 @@ def _block_closings(m: BlockMap, feats_per_block: np.ndarray, b0: int, b1: int
         cs_text = cum[cs_ptr[1:]] - cum[cs_ptr[:-1]]
     cs_len = np.where(has_cs, len(_CS_OPEN) + np.maximum(cs_text, 1), 0)
     hashes = m.block_hash[b0 + which[has_hash]]
-    h_dig = _num_digits(hashes)
+    h_dig = num_digits(hashes)
     h_len = np.zeros(len(which), np.int64)
     h_len[has_hash] = len(_HASH_KEY) + h_dig
     total = cs_len + h_len + 1
     start = np.zeros(len(which) + 1, np.int64)
     np.cumsum(total, out=start[1:])
     out = np.empty(int(start[-1]), np.uint8)
-    _put_const(out, start[:-1][has_cs], _CS_OPEN)
+    put_const(out, start[:-1][has_cs], _CS_OPEN)
     empty = has_cs & (n == 0)
     out[start[:-1][empty] + len(_CS_OPEN)] = ord("]")
     if len(cs_vals):
         # number j of block i ends at start_i + len(open) + (sum of earlier items) + digits
         within = cum[:-1] - np.repeat(cum[cs_ptr[:-1]], n)
         num_start = np.repeat(start[:-1] + len(_CS_OPEN), n) + within
-        _put_digits(out, num_start + cs_dig, cs_vals, cs_dig)
+        put_digits(out, num_start + cs_dig, cs_vals, cs_dig)
         sep = np.full(len(cs_vals), ord(","), np.uint8)
         sep[cs_ptr[1:][n > 0] - 1] = ord("]")
         out[num_start + cs_dig] = sep
     h_start = start[:-1][has_hash] + cs_len[has_hash]
-    _put_const(out, h_start, _HASH_KEY)
-    _put_digits(out, h_start + len(_HASH_KEY) + h_dig, hashes, h_dig)
+    put_const(out, h_start, _HASH_KEY)
+    put_digits(out, h_start + len(_HASH_KEY) + h_dig, hashes, h_dig)
     out[start[1:] - 1] = ord("}")
     buf = out.tobytes()
     close[which] = [buf[a:b] for a, b in zip(start[:-1].tolist(), start[1:].tolist())]
@@ -264,22 +227,22 @@ def _gaps(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
     src_json = []
     for src in m.sources:
         if src.section_index >= 0:
-            sec = '"[%d] %s"' % (src.section_index, _esc(src.section_name)[1:-1])
+            sec = '"[%d] %s"' % (src.section_index, json_string(src.section_name)[1:-1])
         else:
-            sec = _esc(src.section_name)
+            sec = json_string(src.section_name)
         src_json.append('"section":%s,"format":{"source":"%s","version":' % (
             sec, source_format(src)))
     if not src_json:
         src_json = ['"section":null,"format":{"source":"unknown","version":']
     secnames = {s.index: s.name for s in binary.sections}
     rsecs = m.range_section[r0:r1].tolist()
-    text_sec = {i: ',"text_section":{"index":%d,"name":%s}' % (i, _esc(secnames.get(i, "?")))
+    text_sec = {i: ',"text_section":{"index":%d,"name":%s}' % (i, json_string(secnames.get(i, "?")))
                 for i in set(rsecs) if i >= 0}
     text_sec[-1] = ""
     names = disp[f0:f1]
-    plain = _is_plain("".join([n for n in names if n is not None]))
+    plain = is_plain("".join([n for n in names if n is not None]))
     jnames = [("null" if n is None else '"' + n + '"') for n in names] if plain else \
-        [("null" if n is None else _esc(n)) for n in names]
+        [("null" if n is None else json_string(n)) for n in names]
     bptr = m.range_block_ptr[r0:r1 + 1]
     nblk = np.diff(bptr)
     declared = m.range_num_blocks[r0:r1].astype(np.int64)
@@ -312,7 +275,7 @@ def _gaps(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
     for r, sym in _part_symbols(binary, m).items():  # foo.cold, foo.__part.N
         if r0 <= r < r1:
             rprefix[r - r0] = rprefix[r - r0][:-len(',"blocks":[')] \
-                + ',"symbol":%s,"blocks":[' % _esc(sym)
+                + ',"symbol":%s,"blocks":[' % json_string(sym)
     where: list[int] = []
     texts = []
     pending = lead
@@ -381,7 +344,7 @@ def iter_json(binary: Binary, part: tuple[int, int] | None = None) -> Iterator[b
         disp = [demangle(n) if n and n.startswith("_Z") else n for n in names]
     feats = m.func_feature.astype(np.int64)
     lead = '{"binary":%s,"build_id":%s,"functions":[' % (
-        _esc(binary.path), _esc(binary.build_id) if binary.build_id else "null") \
+        json_string(binary.path), json_string(binary.build_id) if binary.build_id else "null") \
         if f0 == 0 else ","
     trail = '],"warnings":[%s]}\n' % ",".join(
         json.dumps(d.to_json()) for d in binary.diagnostics) if f1 == F else ""
@@ -391,7 +354,7 @@ def iter_json(binary: Binary, part: tuple[int, int] | None = None) -> Iterator[b
     for f in range(f0, f1) if disp is not names else ():
         n, d = names[f], disp[f]
         if n is not None and d != n:
-            tails[f] = tails[f][:-1] + ',"mangled":%s}' % _esc(n)
+            tails[f] = tails[f][:-1] + ',"mangled":%s}' % json_string(n)
     special, gap_texts = _gaps(binary, m, disp, tails, lead, trail, f0, f1)
     del tails
     fptr = m.range_block_ptr[m.func_range_ptr]
@@ -411,9 +374,9 @@ def iter_json(binary: Binary, part: tuple[int, int] | None = None) -> Iterator[b
         lead_md[sp] = gap_texts[g0:g1]
         parts: list = [None] * (5 * n)
         parts[0::5] = lead_md.tolist()
-        parts[1::5] = _decimal(m.block_id[a:b], b',"offset":')
-        parts[2::5] = _decimal(m.block_offset[a:b], b',"size":')
-        parts[3::5] = _decimal(m.block_size[a:b])
+        parts[1::5] = decimal_texts(m.block_id[a:b], b',"offset":')
+        parts[2::5] = decimal_texts(m.block_offset[a:b], b',"size":')
+        parts[3::5] = decimal_texts(m.block_size[a:b])
         parts[4::5] = closings[a - b0:b - b0].tolist()
         yield b"".join(parts)
     yield gap_texts[-1]
@@ -443,52 +406,9 @@ def _part_symbols(binary: Binary, m: BlockMap) -> dict[int, str]:
     return out
 
 
-_PLAIN = re.compile(r'[\x00-\x1f"\\\x7f-\U0010ffff]')
-
-
-def write_overlapped(parts: Iterable[bytes], fh: IO[bytes]) -> None:
-    """Write fragments from a second thread while the next one is built (the write
-    system call releases the GIL, so a 300 MB dump's I/O overlaps its formatting)."""
-    q: queue.Queue = queue.Queue(maxsize=2)
-    failed: list[BaseException] = []
-
-    def writer() -> None:
-        while (p := q.get()) is not None:
-            if not failed:
-                try:
-                    fh.write(p)
-                except BaseException as e:  # noqa: BLE001 - re-raised in the caller
-                    failed.append(e)
-
-    t = threading.Thread(target=writer, name="bbmap-dump-writer", daemon=True)
-    t.start()
-    try:
-        for p in parts:
-            if failed:
-                break
-            q.put(p)
-    finally:
-        q.put(None)
-        t.join()
-    if failed:
-        raise failed[0]
-
-
 def write_json(binary: Binary, fh: IO[bytes]) -> None:
     """Write the JSON dump to ``fh`` (formatting overlapped with the writes)."""
     write_overlapped(iter_json(binary), fh)
-
-
-def _is_plain(s: str) -> bool:
-    """True if ``s`` needs no JSON escaping and is ASCII (what ``_PLAIN`` finds none
-    of), checked with str methods that run much faster than the regex on 1 MB."""
-    return s.isascii() and s.isprintable() and '"' not in s and "\\" not in s
-
-
-def _esc(s: str) -> str:
-    if not _PLAIN.search(s):
-        return '"' + s + '"'
-    return json.dumps(s, ensure_ascii=False)
 
 
 def dump_json_text(path: str, *, demangle: bool = True, decoder: str = "fast",
@@ -509,7 +429,8 @@ def iter_text(binary: Binary) -> Iterator[str]:
     names = m.func_name or [None] * m.num_functions
     yield f"{binary.path}: {binary.e_type}, build-id {binary.build_id or '-'}, " \
           f"{m.num_functions} functions, {m.num_ranges} ranges, {m.num_blocks} blocks\n"
-    md_letters = (("R", 1), ("T", 2), ("E", 4), ("F", 8), ("I", 16))
+    md_letters = (("R", MD_HAS_RETURN), ("T", MD_HAS_TAIL_CALL), ("E", MD_IS_EH_PAD),
+                  ("F", MD_CAN_FALL_THROUGH), ("I", MD_HAS_INDIRECT_BRANCH))
     from bbmap.binary.symbols import demangle
 
     for f in range(m.num_functions):

@@ -25,7 +25,7 @@ from conftest import all_corpus_binaries
 from hypothesis import HealthCheck, given, settings
 from test_formats_roundtrip import function
 
-import bbmap.dump as fast
+import bbmap.outputs.json_fragments as fast
 from bbmap.binary import Binary, load_binary
 from bbmap.binary.writer import encode_map_fast, write_elf
 from bbmap.dump import dump, iter_json, write_json
@@ -446,20 +446,20 @@ U64 = st.integers(0, 2**64 - 1)
 @given(st.lists(st.one_of(st.integers(0, 70000), U64), max_size=50), st.binary(max_size=3))
 def test_decimal_texts(values, suffix):
     arr = np.array(values, dtype=np.uint64)
-    assert fast._decimal(arr, suffix) == [b"%d%s" % (v, suffix) for v in values]
+    assert fast.decimal_texts(arr, suffix) == [b"%d%s" % (v, suffix) for v in values]
 
 
 @given(st.lists(U64, max_size=50))
 def test_digits_written_in_place(values):
     arr = np.array(values, dtype=np.uint64)
-    nd = fast._num_digits(arr)
+    nd = fast.num_digits(arr)
     assert nd.tolist() == [len(str(v)) for v in values]
     ends = np.cumsum(nd)
     out = np.zeros(int(ends[-1]) if len(ends) else 0, np.uint8)
-    fast._put_digits(out, ends, arr, nd)
+    fast.put_digits(out, ends, arr, nd)
     assert out.tobytes() == "".join(map(str, values)).encode()
 
 
 @given(st.text())
 def test_plain_check_agrees_with_the_regex(s):
-    assert fast._is_plain(s) == (not fast._PLAIN.search(s))
+    assert fast.is_plain(s) == (not fast._PLAIN.search(s))
