@@ -16,7 +16,6 @@ import numpy as np
 
 from bbmap.arrays import row_of
 from bbmap.binary import disasm as D
-from bbmap.binary.disasm import CodeTable
 from bbmap.binary.types import parent_name
 from bbmap.errors import BBMapError
 from bbmap.formats.bbaddrmap import (
@@ -29,7 +28,14 @@ from bbmap.formats.bbaddrmap import (
     MD_HAS_TAIL_CALL,
     PROB_ONE,
 )
-from bbmap.verify.context import Finding, VerifyContext
+from bbmap.verify.context import (
+    Finding,
+    LastInstructions,
+    VerifyContext,
+    function_extents,
+    last_instructions,
+    range_symbol,
+)
 
 CheckFn = Callable[[VerifyContext], Iterator[Finding]]
 
@@ -153,15 +159,6 @@ def _block_order(ctx: VerifyContext) -> Iterator[Finding]:
             prev = cur
 
 
-def _range_symbol(ctx: VerifyContext, r: int) -> int:
-    f = int(ctx.range_func[r])
-    name = ctx.func_name(f)
-    sec = int(ctx.range_section[r])
-    base = int(ctx.m.range_base[r])
-    i = ctx.symbol_at(sec, base, name=parent_name(name)) if name else -1
-    return i if i >= 0 else ctx.symbol_at(sec, base)
-
-
 @check("block-bounds", "blocks stay inside the size of the symbol at their range's base and "
        "inside the range's section")
 def _block_bounds(ctx: VerifyContext) -> Iterator[Finding]:
@@ -184,7 +181,7 @@ def _block_bounds(ctx: VerifyContext) -> Iterator[Finding]:
             b = b0 + k
             yield ctx.finding("block-bounds", f"block {ctx.block_text(b)} leaves section "
                               f"{sec.name} [{lo:#x}, {hi:#x})", block=b, address=int(s[k]))
-        i = _range_symbol(ctx, r)
+        i = range_symbol(ctx, r)
         if i < 0 or int(syms.size[i]) == 0:
             continue
         end = base + int(syms.size[i])
@@ -375,90 +372,6 @@ def _instruction_boundaries(ctx: VerifyContext) -> Iterator[Finding]:
                           address=addr)
 
 
-@dataclass
-class LastInstructions:
-    """Per block: kind and direct target of its last instruction (kind -1: none)."""
-
-    kind: np.ndarray
-    target: np.ndarray  # -1 when indirect / none
-    row: np.ndarray  # row in the code table, -1 when none
-    relocated: np.ndarray  # the instruction carries a relocation (ET_REL): target unknown
-    code: CodeTable
-
-    def text(self, b: int) -> str | None:
-        j = int(self.row[b])
-        return self.code.text(j) if j >= 0 else None
-
-
-def last_instructions(ctx: VerifyContext) -> LastInstructions:
-    cached = ctx.cache.get("last")
-    if cached is not None:
-        return cached
-    m = ctx.m
-    B = m.num_blocks
-    kind = np.full(B, -1, dtype=np.int8)
-    target = np.full(B, -1, dtype=np.int64)
-    relocated = np.zeros(B, dtype=bool)
-    row = np.full(B, -1, dtype=np.int64)
-    code = ctx.code
-    rng = ctx.block_range
-    nonempty = (ctx.block_end > ctx.block_start) & code.decoded[rng] if B else np.zeros(0, bool)
-    sel = np.nonzero(nonempty)[0]
-    last = code.last_before(rng[sel], ctx.block_start[sel], ctx.block_end[sel])
-    have = last >= 0
-    sel, last = sel[have], last[have]
-    kind[sel] = code.kinds[last].astype(np.int8)
-    target[sel] = code.target[last]
-    row[sel] = last
-    relocs = _reloc_offsets(ctx) if ctx.relocatable else {}
-    for b, j in zip(sel.tolist(), last.tolist()) if relocs else ():
-        rel = relocs.get(int(ctx.range_section[rng[b]]))
-        if rel is not None and len(rel):
-            a = int(code.start[j])
-            i = int(np.searchsorted(rel, a, side="right"))
-            relocated[b] = i < len(rel) and int(rel[i]) < a + int(code.size[j])
-    out = LastInstructions(kind, target, row, relocated, code)
-    ctx.cache["last"] = out
-    return out
-
-
-def _reloc_offsets(ctx: VerifyContext) -> dict[int, np.ndarray]:
-    """ET_REL only: r_offsets of the relocations applying to each executable section."""
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.relocation import RelocationSection
-
-    out: dict[int, list[int]] = {}
-    with open(ctx.path, "rb") as fh:
-        elf = ELFFile(fh)
-        for sec in elf.iter_sections():
-            if isinstance(sec, RelocationSection):
-                out.setdefault(sec["sh_info"], []).extend(
-                    rel["r_offset"] for rel in sec.iter_relocations())
-    return {k: np.array(sorted(v), dtype=np.int64) for k, v in out.items()}
-
-
-def _function_extents(ctx: VerifyContext) -> dict[int, list[tuple[int, int, int, int]]]:
-    """(section, lo, hi, range) of every range with blocks, per function; symbol size
-    included in the extent."""
-    cached = ctx.cache.get("extents")
-    if cached is not None:
-        return cached
-    m = ctx.m
-    syms = ctx.binary.symbols
-    out: dict[int, list[tuple[int, int, int, int]]] = {}
-    for r in range(m.num_ranges):
-        if m.range_block_ptr[r + 1] == m.range_block_ptr[r]:
-            continue  # no block entries (OmitBBEntries): nothing to bound
-        lo, hi = ctx.range_extent(r)
-        i = _range_symbol(ctx, r)
-        if i >= 0:
-            hi = max(hi, lo + int(syms.size[i]))
-        out.setdefault(int(ctx.range_func[r]), []).append(
-            (int(ctx.range_section[r]), lo, hi, r))
-    ctx.cache["extents"] = out
-    return out
-
-
 def _md_blocks(ctx: VerifyContext, mask: np.ndarray) -> Iterator[int]:
     return iter(np.nonzero(mask)[0].tolist())
 
@@ -486,7 +399,7 @@ def _md_return(ctx: VerifyContext) -> Iterator[Finding]:
 def _target_outside(ctx: VerifyContext, b: int, target: int) -> bool:
     f = int(ctx.block_func[b])
     sec = int(ctx.range_section[int(ctx.block_range[b])])
-    for s, lo, hi, _ in _function_extents(ctx).get(f, []):
+    for s, lo, hi, _ in function_extents(ctx).get(f, []):
         if lo <= target < hi and (s == sec or not ctx.relocatable):
             return False
     return True
@@ -583,7 +496,7 @@ def _coverage(ctx: VerifyContext) -> Iterator[Finding]:
             yield Finding("coverage", f"labels add up to {sum(sc.totals.values())} bytes, "
                           f"not the section size {sc.size}", section=f"[{sc.index}] {sc.name}")
     # unexplained bytes inside mapped functions' extents: one finding per range
-    ext = _function_extents(ctx)
+    ext = function_extents(ctx)
     by_sec: dict[int, list[tuple[int, int, int, int]]] = {}
     for f, lst in ext.items():
         for sec, lo, hi, r in lst:

@@ -1,5 +1,7 @@
 """What every check needs from one binary, computed once: block addresses, the section
-of each range, symbol lookups by (section, address), section bytes and disassembly.
+of each range, symbol lookups by (section, address), section bytes and disassembly, and
+the facts derived from them that several checks share (each block's last instruction,
+each function's extents), cached on the context.
 
 Addresses are ELF vaddrs, or section-relative offsets in ET_REL objects; every
 lookup is therefore keyed by (section index, address) so that the many functions
@@ -279,3 +281,96 @@ class VerifyContext:
         """
         return sweep_ranges(self.disassembler, self._file, self.sections, self.m,
                             self.range_section, self.block_start, self.range_end)
+
+
+def range_symbol(ctx: VerifyContext, r: int) -> int:
+    f = int(ctx.range_func[r])
+    name = ctx.func_name(f)
+    sec = int(ctx.range_section[r])
+    base = int(ctx.m.range_base[r])
+    i = ctx.symbol_at(sec, base, name=parent_name(name)) if name else -1
+    return i if i >= 0 else ctx.symbol_at(sec, base)
+
+
+@dataclass
+class LastInstructions:
+    """Per block: kind and direct target of its last instruction (kind -1: none)."""
+
+    kind: np.ndarray
+    target: np.ndarray  # -1 when indirect / none
+    row: np.ndarray  # row in the code table, -1 when none
+    relocated: np.ndarray  # the instruction carries a relocation (ET_REL): target unknown
+    code: CodeTable
+
+    def text(self, b: int) -> str | None:
+        j = int(self.row[b])
+        return self.code.text(j) if j >= 0 else None
+
+
+def last_instructions(ctx: VerifyContext) -> LastInstructions:
+    cached = ctx.cache.get("last")
+    if cached is not None:
+        return cached
+    m = ctx.m
+    B = m.num_blocks
+    kind = np.full(B, -1, dtype=np.int8)
+    target = np.full(B, -1, dtype=np.int64)
+    relocated = np.zeros(B, dtype=bool)
+    row = np.full(B, -1, dtype=np.int64)
+    code = ctx.code
+    rng = ctx.block_range
+    nonempty = (ctx.block_end > ctx.block_start) & code.decoded[rng] if B else np.zeros(0, bool)
+    sel = np.nonzero(nonempty)[0]
+    last = code.last_before(rng[sel], ctx.block_start[sel], ctx.block_end[sel])
+    have = last >= 0
+    sel, last = sel[have], last[have]
+    kind[sel] = code.kinds[last].astype(np.int8)
+    target[sel] = code.target[last]
+    row[sel] = last
+    relocs = reloc_offsets(ctx) if ctx.relocatable else {}
+    for b, j in zip(sel.tolist(), last.tolist()) if relocs else ():
+        rel = relocs.get(int(ctx.range_section[rng[b]]))
+        if rel is not None and len(rel):
+            a = int(code.start[j])
+            i = int(np.searchsorted(rel, a, side="right"))
+            relocated[b] = i < len(rel) and int(rel[i]) < a + int(code.size[j])
+    out = LastInstructions(kind, target, row, relocated, code)
+    ctx.cache["last"] = out
+    return out
+
+
+def reloc_offsets(ctx: VerifyContext) -> dict[int, np.ndarray]:
+    """ET_REL only: r_offsets of the relocations applying to each executable section."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.relocation import RelocationSection
+
+    out: dict[int, list[int]] = {}
+    with open(ctx.path, "rb") as fh:
+        elf = ELFFile(fh)
+        for sec in elf.iter_sections():
+            if isinstance(sec, RelocationSection):
+                out.setdefault(sec["sh_info"], []).extend(
+                    rel["r_offset"] for rel in sec.iter_relocations())
+    return {k: np.array(sorted(v), dtype=np.int64) for k, v in out.items()}
+
+
+def function_extents(ctx: VerifyContext) -> dict[int, list[tuple[int, int, int, int]]]:
+    """(section, lo, hi, range) of every range with blocks, per function; symbol size
+    included in the extent."""
+    cached = ctx.cache.get("extents")
+    if cached is not None:
+        return cached
+    m = ctx.m
+    syms = ctx.binary.symbols
+    out: dict[int, list[tuple[int, int, int, int]]] = {}
+    for r in range(m.num_ranges):
+        if m.range_block_ptr[r + 1] == m.range_block_ptr[r]:
+            continue  # no block entries (OmitBBEntries): nothing to bound
+        lo, hi = ctx.range_extent(r)
+        i = range_symbol(ctx, r)
+        if i >= 0:
+            hi = max(hi, lo + int(syms.size[i]))
+        out.setdefault(int(ctx.range_func[r]), []).append(
+            (int(ctx.range_section[r]), lo, hi, r))
+    ctx.cache["extents"] = out
+    return out
