@@ -1,11 +1,11 @@
 """Aggregation rules on a hand-built binary; expected values are derived by hand in the
-comments (the layout is in test_annotate_helpers)."""
+comments (the layout is in tests/helpers.py, "a hand-built binary")."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_annotate_helpers import LIBC, batch, block_map, resolver, rt, symbols
+from helpers import LIBC, batch, block_map, resolver, rt, symbols
 
 from bbmap.aggregate import AnnotateResult
 from bbmap.aggregate.accounting import Accounting, AccountingError
@@ -220,3 +220,27 @@ def test_fresh_and_merge_equal_one_annotator():
         main.merge(sub)
     kw = dict(binary="t", build_id=None, profiles=[])
     assert one.result(**kw).to_json() == main.result(**kw).to_json()
+
+
+# quirk evidence across batches (a review regression: spec/annotate.md, "LBR branch records")
+def _b(quirk: bool):
+    stacks = _loop_stacks(64, quirk)
+    return batch([s[0][1] for s in stacks], stacks=stacks)
+
+
+def test_quirk_warning_evidence_comes_from_a_batch_that_showed_the_quirk():
+    # batch 1 shows the quirk (p0 = 1.0), batch 2 does not (p0 = 0.0): the warning's
+    # evidence ("entries 0 and 1 are equal in X% ...") must be the quirk's, not batch 2's
+    a = Annotator(block_map(), symbols())
+    r = resolver()
+    a.add_batch(_b(True), r)
+    a.add_batch(_b(False), r)
+    assert a.branches.quirk_batches == 1
+    assert a.branches.quirk_evidence is not None and a.branches.quirk_evidence[0] == 1.0
+    # the same across files: a quirk profile merged with a later profile without it
+    top = Annotator(block_map(), symbols())
+    for q in (True, False):
+        sub = top.fresh()
+        sub.add_batch(_b(q), r)
+        top.merge(sub)
+    assert top.branches.quirk_batches == 1 and top.branches.quirk_evidence[0] == 1.0

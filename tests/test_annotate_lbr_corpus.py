@@ -26,7 +26,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest import profile_cases
+from helpers import profile_cases
 
 from bbmap.aggregate import annotate
 from bbmap.aggregate.lbr import K_FALLTHROUGH

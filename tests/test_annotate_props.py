@@ -8,9 +8,9 @@ map-less function, the binary outside functions, libc, the kernel and unmapped a
 
 from __future__ import annotations
 
+from helpers import KADDR, LIBC, batch, block_map, resolver, rt, symbols
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_annotate_helpers import KADDR, LIBC, batch, block_map, resolver, rt, symbols
 
 from bbmap.aggregate.api import Annotator
 

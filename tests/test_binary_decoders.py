@@ -11,9 +11,8 @@ from unittest.mock import patch
 import hypothesis.strategies as st
 import numpy as np
 import pytest
-from conftest import all_corpus_binaries
+from helpers import all_corpus_binaries, encode_section, map_function, map_input, map_section
 from hypothesis import HealthCheck, given, settings
-from test_formats_roundtrip import _encode, _input, function, section
 
 from bbmap.binary import load_binary, uleb_tokens
 from bbmap.binary.decode_fast import decode_section_fast
@@ -109,10 +108,10 @@ def test_fast_and_reference_agree_on_crafted_faults(bad, message):
 # generated sections mix both walks.
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(section(), st.integers(1, 9))
+@given(map_section(), st.integers(1, 9))
 def test_fast_equals_reference_with_tiny_slices(sec, slice_bytes):
     kind, fns = sec
-    inp = _input(kind, _encode(kind, fns))
+    inp = map_input(kind, encode_section(kind, fns))
     r, rd = decode_section_ref(inp)
     with patch.object(uleb_tokens, "SLICE", slice_bytes):
         f, fd = decode_section_fast(inp)
@@ -124,8 +123,8 @@ def test_fast_equals_reference_with_tiny_slices(sec, slice_bytes):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(st.integers(2, 5), min_size=20, max_size=60), st.data())
 def test_fast_equals_reference_on_long_mixed_sections(versions, data):
-    fns = [data.draw(function(v)) for v in versions]
-    inp = _input("versioned", _encode("versioned", fns))
+    fns = [data.draw(map_function(v)) for v in versions]
+    inp = map_input("versioned", encode_section("versioned", fns))
     r, rd = decode_section_ref(inp)
     f, fd = decode_section_fast(inp)
     assert r.differences(f) == []

@@ -13,7 +13,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import CORPUS, load_manifest
+from helpers import CORPUS, load_manifest
 
 from bbmap.binary import load_binary
 from bbmap.cfg import (

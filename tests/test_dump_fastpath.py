@@ -21,9 +21,8 @@ from pathlib import Path
 import hypothesis.strategies as st
 import numpy as np
 import pytest
-from conftest import all_corpus_binaries
+from helpers import all_corpus_binaries, map_function
 from hypothesis import HealthCheck, given, settings
-from test_formats_roundtrip import function
 
 import bbmap.outputs.json_fragments as fast
 from bbmap.binary import Binary, load_binary
@@ -380,9 +379,9 @@ def elf_file(draw):
     symbol per function start and per later range (names that need escaping too)."""
     v0 = draw(st.booleans())
     if v0:
-        fns = draw(st.lists(function(0), max_size=6))
+        fns = draw(st.lists(map_function(0), max_size=6))
     else:
-        fns = [draw(function(v)) for v in draw(st.lists(st.integers(1, 5), max_size=6))]
+        fns = [draw(map_function(v)) for v in draw(st.lists(st.integers(1, 5), max_size=6))]
     symbols, seen = [], set()
     for f in fns:
         for j, r in enumerate(f.ranges):

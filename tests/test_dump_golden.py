@@ -11,12 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import normalize_ours, normalize_readobj, readobj_pairs
 
 from bbmap.dump import dump
 
 ROOT = Path(__file__).resolve().parent.parent / "corpus"
-MD_KEYS = {"HasReturn": "has_return", "HasTailCall": "has_tail_call", "IsEHPad": "is_eh_pad",
-           "CanFallThrough": "can_fall_through", "HasIndirectBranch": "has_indirect_branch"}
 
 
 def _entries():
@@ -32,93 +31,13 @@ def _entries():
     return out
 
 
-def _pairs(pairs):
-    """Keep duplicate keys (readobj 14 repeats "BBAddrMap" once per section)."""
-    d: dict = {}
-    for k, v in pairs:
-        if k == "BBAddrMap":
-            d.setdefault(k, []).extend(v)
-        else:
-            d[k] = v
-    return d
-
-
-def normalize_readobj(doc) -> list[dict]:
-    """Both readobj JSON shapes (14: file-keyed, no ranges; 16+: BB Ranges) to one."""
-    maps = []
-    for item in doc:
-        if "BBAddrMap" not in item and len(item) == 1:
-            item = next(iter(item.values()))
-        maps.extend(item.get("BBAddrMap", []))
-    out = []
-    for entry in maps:
-        fn = entry["Function"]
-        if "BB Ranges" in fn:
-            ranges = [(r["Base Address"], r["BB Entries"]) for r in fn["BB Ranges"]]
-        else:
-            ranges = [(fn["At"], fn["BB entries"])]
-        nr = []
-        for base, blocks in ranges:
-            nb = []
-            for i, b in enumerate(blocks):
-                nb.append({
-                    "id": b.get("ID", i), "offset": b["Offset"], "size": b["Size"],
-                    "metadata": {v: b.get(k, False) for k, v in MD_KEYS.items()},
-                    "callsite_offsets": b.get("Callsite End Offsets"),
-                    "hash": b.get("Hash")})
-            nr.append({"base_address": base, "blocks": nb})
-        pgo = fn.get("PGO analyses")
-        npgo = None
-        if pgo is not None:
-            npgo = {"entry_count": pgo.get("FuncEntryCount")}
-            if "PGO BB entries" in pgo:
-                npgo["blocks"] = [{
-                    "frequency": p.get("Frequency"),
-                    "postlink_frequency": p.get("PostLink Frequency"),
-                    "successors": [(s["ID"], s["Probability"], s.get("PostLink Probability"))
-                                   for s in p["Successors"]] if "Successors" in p else None}
-                    for p in pgo["PGO BB entries"]]
-        out.append({"address": fn["At"], "name": fn["Name"], "ranges": nr, "pgo": npgo})
-    return out
-
-
-def normalize_ours(d: dict, golden: list[dict]) -> list[dict]:
-    out = []
-    for fn, g in zip(d["functions"], golden + [None] * len(d["functions"])):
-        ranges = []
-        for r in fn["ranges"]:
-            blocks = []
-            for b in r["blocks"]:
-                cs = b.get("callsite_offsets")
-                blocks.append({"id": b["id"], "offset": b["offset"], "size": b["size"],
-                               "metadata": b["metadata"],
-                               "callsite_offsets": cs if cs else None,  # readobj omits []
-                               "hash": b.get("hash")})
-            ranges.append({"base_address": r["base_address"], "blocks": blocks})
-        pgo = fn.get("pgo")
-        npgo = None
-        if pgo is not None or (g and g["pgo"] is not None):
-            pgo = pgo or {}
-            npgo = {"entry_count": pgo.get("entry_count")}
-            if "blocks" in pgo:
-                npgo["blocks"] = [{
-                    "frequency": p.get("frequency"),
-                    "postlink_frequency": p.get("postlink_frequency"),
-                    "successors": [(s["id"], s["probability"], s.get("postlink_frequency"))
-                                   for s in p["successors"]] if "successors" in p else None}
-                    for p in pgo["blocks"]]
-        out.append({"address": fn["address"], "name": fn.get("mangled") or fn["name"] or "<?>",
-                    "ranges": ranges, "pgo": npgo})
-    return out
-
-
 @pytest.mark.parametrize("entry", _entries())
 def test_dump_matches_readobj(entry):
     golden_path = ROOT / entry["goldens"]["readobj"]
     binary = ROOT / entry["path"]
     if not golden_path.exists() or not binary.exists():
         pytest.skip("golden or binary not built")
-    golden = normalize_readobj(json.loads(golden_path.read_text(), object_pairs_hook=_pairs))
+    golden = normalize_readobj(json.loads(golden_path.read_text(), object_pairs_hook=readobj_pairs))
     ours_d = dump(str(binary), demangle=False)
     ours = normalize_ours(ours_d, golden)
     tool = entry["goldens"].get("readobj_tool", "")

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_dump_golden import _pairs, normalize_ours, normalize_readobj
+from helpers import normalize_ours, normalize_readobj, readobj_pairs
 
 from bbmap.binary import load_binary
 from bbmap.dump import dump
@@ -41,7 +41,7 @@ def _need(path: Path) -> None:
 def test_against_readobj22(entry):
     _need(HM / entry["path"])
     golden = normalize_readobj(json.loads((HM / entry["goldens"]["readobj"]).read_text(),
-                                          object_pairs_hook=_pairs))
+                                          object_pairs_hook=readobj_pairs))
     d = dump(str(HM / entry["path"]), demangle=False)
     assert golden and normalize_ours(d, golden) == golden
     assert d["warnings"] == []

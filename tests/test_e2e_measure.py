@@ -15,8 +15,8 @@ import sys
 
 import capstone
 import pytest
-from conftest import CORPUS, REPO, corpus_binary
 from elftools.elf.elffile import ELFFile
+from helpers import CORPUS, REPO, corpus_binary
 
 sys.path.insert(0, str(REPO / "bench" / "e2e"))
 import measure  # noqa: E402

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 TOOLS = ("clang-22", "valgrind", "llvm-readobj-22")
 MISSING = [t for t in TOOLS if shutil.which(t) is None]

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import CORPUS, load_manifest
+from helpers import CORPUS, load_manifest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

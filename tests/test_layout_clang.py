@@ -23,7 +23,7 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
-from conftest import CORPUS, load_manifest
+from helpers import CORPUS, load_manifest
 
 from bbmap.binary import load_binary
 from bbmap.cli import main

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from bbmap.layout.cdsort import cdsort_order
 from bbmap.layout.exttsp import LLVM, ext_tsp_order, ext_tsp_score

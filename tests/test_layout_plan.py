@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import profile_cases
+from helpers import profile_cases
 
 import bbmap
 from bbmap.layout import exttsp

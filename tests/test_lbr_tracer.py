@@ -20,7 +20,7 @@ from pathlib import Path
 import capstone
 import numpy as np
 import pytest
-from conftest import CORPUS, corpus_binary
+from helpers import CORPUS, corpus_binary
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

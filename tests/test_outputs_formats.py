@@ -6,7 +6,7 @@ import csv
 import io
 import json
 
-from test_annotate_helpers import LIBC, batch, block_map, resolver, rt, symbols
+from helpers import LIBC, batch, block_map, resolver, rt, symbols
 
 from bbmap.aggregate.api import Annotator
 from bbmap.outputs.csvout import COLUMNS, render_csv

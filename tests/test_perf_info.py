@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from bbmap.cli import main
 from bbmap.formats import perfdata as fmt
-from bbmap.perf import oracle
 from bbmap.perf.info import perf_info
 from bbmap.perf.writer import PerfWriter
+from bbmap.testing import perf_oracle as oracle
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "perf-corpus"
 

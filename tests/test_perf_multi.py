@@ -9,7 +9,8 @@ import struct
 import pytest
 
 from bbmap.formats import perfdata as fmt
-from bbmap.perf import PerfData, oracle
+from bbmap.perf import PerfData
+from bbmap.testing import perf_oracle as oracle
 
 ST_BASE = fmt.S_IDENTIFIER | fmt.S_IP | fmt.S_TID | fmt.S_TIME | fmt.S_PERIOD
 

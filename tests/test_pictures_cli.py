@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
-from test_pictures_svg import CASES, EH, LBR, NS, needs_corpus, pictures, result_of
+from helpers import CASES, EH, LBR, NS, needs_corpus, pictures, result_of
 
 from bbmap.cli import main
 from bbmap.cli.cfg import find_functions

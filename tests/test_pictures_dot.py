@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from test_pictures_svg import CASES, EH, LBR, function_blocks, needs_corpus, result_of
+from helpers import CASES, EH, LBR, function_blocks, needs_corpus, result_of
 
 from bbmap.outputs.dot import quote, render_dot
 

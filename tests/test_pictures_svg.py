@@ -12,7 +12,7 @@ from functools import cache
 
 import numpy as np
 import pytest
-from conftest import profile_cases
+from helpers import CASES, EH, LBR, NS, function_blocks, needs_corpus, pictures, result_of
 
 from bbmap.aggregate import annotate
 from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_RETURN
@@ -20,35 +20,11 @@ from bbmap.outputs.picture import HeatScale, luminance
 from bbmap.outputs.svg import esc, render_svg
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
-NS = "{http://www.w3.org/2000/svg}"
-
-
-LBR = profile_cases("lbr")
-PLAIN = profile_cases("plain")
-EH = [c for c in PLAIN if "eh" in c[0]]
-CASES = LBR[:3] + [c for c in PLAIN if c[0] == "demo-plain" or c in EH][:3]
-needs_corpus = pytest.mark.skipif(not CASES, reason="corpus profiles not built")
-
-
-@cache
-def result_of(perf: str, binary: str):  # noqa: ANN201
-    return annotate([perf], binary)
 
 
 @cache
 def svg_of(perf: str, binary: str, top: int = 4) -> str:
     return render_svg(result_of(perf, binary), top=top)
-
-
-def function_blocks(result, key: int) -> list[int]:  # noqa: ANN001
-    m = result.block_map
-    return [b for f in result.functions.bmfuncs[key] for b in m.function_blocks(f)]
-
-
-def pictures(svg: str) -> dict[str, ET.Element]:
-    root = ET.fromstring(svg)
-    return {g.get("data-name"): g for g in root.iter(f"{NS}g")
-            if g.get("class") == "function"}
 
 
 def blocks_in(g: ET.Element) -> list[ET.Element]:

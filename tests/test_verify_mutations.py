@@ -1,6 +1,6 @@
 """Each check fails, alone, on a corpus binary mutated to break exactly its rule.
 
-Mutations are made at test time with bbmap's own writer (``bbmap.verify.mutate``):
+Mutations are made at test time with bbmap's own writer (``tests/mutate.py``):
 decode the map, change one field, re-encode, patch the file.  The block to mutate
 is chosen from the real binary's disassembly so that only the intended rule breaks.
 """
@@ -10,8 +10,9 @@ from __future__ import annotations
 import filecmp
 from pathlib import Path
 
+import mutate
 import pytest
-from conftest import corpus_binary
+from helpers import corpus_binary
 
 from bbmap.binary import disasm as D
 from bbmap.binary import load_binary
@@ -19,7 +20,6 @@ from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH as FT
 from bbmap.formats.bbaddrmap import MD_HAS_INDIRECT_BRANCH as IND
 from bbmap.formats.bbaddrmap import MD_HAS_RETURN as RET
 from bbmap.formats.bbaddrmap import MD_HAS_TAIL_CALL as TC
-from bbmap.verify import mutate
 from bbmap.verify.api import verify
 from bbmap.verify.checks import last_instructions
 from bbmap.verify.context import VerifyContext

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import corpus_binary
+from helpers import corpus_binary
 
 from bbmap.binary import disasm as D
 from bbmap.binary import load_binary

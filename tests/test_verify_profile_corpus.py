@@ -244,7 +244,7 @@ def test_rewritten_probability_is_caught_as_that_branch(flip_bin: Path, tmp_path
                                                         train: Any) -> None:
     """Swap the two probabilities of pf_apply's block 0 (+ or not) with bbmap's writer:
     that branch, with its block IDs, becomes the worst mismatch; nothing else moves."""
-    from bbmap.verify.mutate import blocks, find_function, rewrite_map
+    from mutate import blocks, find_function, rewrite_map
 
     def swap(records: list) -> None:
         b0 = blocks(find_function(records, "pf_apply"))[0]

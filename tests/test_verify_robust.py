@@ -6,10 +6,10 @@ import json
 import random
 from pathlib import Path
 
+import mutate
 import pytest
 
 from bbmap.errors import BBMapError
-from bbmap.verify import mutate
 from bbmap.verify.api import verify
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import mutate
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -13,7 +14,6 @@ from hypothesis import strategies as st
 
 from bbmap.binary import disasm as D
 from bbmap.cli import main
-from bbmap.verify import mutate
 from bbmap.verify.api import assert_valid_bb_map, select_checks, verify
 from bbmap.verify.checks import CHECKS
 from bbmap.verify.coverage import RangeMap, _merge_runs

@@ -1,4 +1,4 @@
-"""QA: hostile inputs to annotate / cfg / perf-info / lookup / verify.
+"""Hostile inputs to annotate / cfg / perf-info / lookup / verify.
 
 ``@listfile`` problems name the list file and line; a binary list file is not an internal
 error; a directory is the same input error (exit 3, one line) for every command.  (Usage-shaped
@@ -13,33 +13,16 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from helpers import CORPUS, PIE_BINARY, PIE_PROFILE, cli, have_corpus, one_error_line
 
 from bbmap.cli import main
-
-ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
-PROF = os.path.join(ROOT, "profiles", "c22-addrmap-pie-plain", "perf.data")
-BIN = os.path.join(ROOT, "bin", "clang-22", "addrmap", "layout.pie")
-have_corpus = pytest.mark.skipif(not (os.path.exists(PROF) and os.path.exists(BIN)),
-                                 reason="corpus not built")
-
-
-def cli(*args):
-    r = CliRunner().invoke(main, list(args))
-    return r.exit_code, r.output
-
-
-def one_error_line(out: str) -> str:
-    assert "Traceback" not in out and "internal error" not in out, out
-    lines = [ln for ln in out.splitlines() if ln.startswith("bbmap: error:")]
-    assert len(lines) == 1, out
-    return lines[0]
 
 
 @have_corpus
 def test_listfile_missing_entry_names_list_and_line(tmp_path):
     lst = tmp_path / "profiles.txt"
-    lst.write_text(f"# two profiles\n{os.path.abspath(PROF)}\n\nmissing.data\n")
-    code, out = cli("annotate", f"@{lst}", BIN)
+    lst.write_text(f"# two profiles\n{os.path.abspath(PIE_PROFILE)}\n\nmissing.data\n")
+    code, out = cli("annotate", f"@{lst}", PIE_BINARY)
     line = one_error_line(out)
     assert code == 3
     assert "profiles.txt" in line and "line 4" in line and "missing.data" in line, line
@@ -48,9 +31,9 @@ def test_listfile_missing_entry_names_list_and_line(tmp_path):
 @have_corpus
 def test_binary_listfile_is_one_line_error(tmp_path):
     lst = tmp_path / "junk.txt"
-    with open(BIN, "rb") as fh:
+    with open(PIE_BINARY, "rb") as fh:
         lst.write_bytes(fh.read(300))
-    code, out = cli("annotate", f"@{lst}", BIN)
+    code, out = cli("annotate", f"@{lst}", PIE_BINARY)
     line = one_error_line(out)
     assert code == 3 and "junk.txt" in line, out
 
@@ -58,10 +41,10 @@ def test_binary_listfile_is_one_line_error(tmp_path):
 @have_corpus
 def test_listfile_with_undecodable_names(tmp_path):
     odd = os.path.join(os.fsencode(tmp_path), b"p\xe9rf.data")
-    shutil.copy(PROF, odd)
+    shutil.copy(PIE_PROFILE, odd)
     lst = tmp_path / "list.txt"
     lst.write_bytes(b"p\xe9rf.data\n")
-    code, out = cli("annotate", f"@{lst}", BIN, "--format", "json")
+    code, out = cli("annotate", f"@{lst}", PIE_BINARY, "--format", "json")
     assert code == 0, out
 
 
@@ -70,9 +53,9 @@ def test_undecodable_names_on_stdout_whatever_the_locale(tmp_path):
     import subprocess
     import sys
     odd = os.path.join(os.fsencode(tmp_path), b"p\xe9rf.data")
-    shutil.copy(PROF, odd)
+    shutil.copy(PIE_PROFILE, odd)
     env = dict(os.environ, PYTHONIOENCODING="utf-8:strict")  # as under en_US.UTF-8
-    for args in (["annotate", odd, BIN, "--format", "json"], ["perf-info", odd]):
+    for args in (["annotate", odd, PIE_BINARY, "--format", "json"], ["perf-info", odd]):
         r = subprocess.run([sys.executable, "-c", "from bbmap.cli import main; main()", *args],
                            env=env, capture_output=True, timeout=120)
         assert r.returncode == 0, r.stderr
@@ -81,7 +64,7 @@ def test_undecodable_names_on_stdout_whatever_the_locale(tmp_path):
 
 @have_corpus
 def test_empty_listfile_name():
-    code, out = cli("annotate", "@", BIN)
+    code, out = cli("annotate", "@", PIE_BINARY)
     line = one_error_line(out)
     assert code == 3 and "'@'" in line, line
 
@@ -90,10 +73,10 @@ def test_empty_listfile_name():
 @pytest.mark.parametrize("args", [
     ("perf-info", "{d}"),
     ("lookup", "{d}", "0x10"),
-    ("lookup", BIN, "0x10", "--perf-data", "{d}"),
+    ("lookup", PIE_BINARY, "0x10", "--perf-data", "{d}"),
     ("verify", "{d}"),
-    ("annotate", "{d}", BIN),
-    ("annotate", PROF, "{d}"),
+    ("annotate", "{d}", PIE_BINARY),
+    ("annotate", PIE_PROFILE, "{d}"),
 ])
 def test_a_directory_is_an_input_error_everywhere(tmp_path, args):
     code, out = cli(*[a.format(d=tmp_path) for a in args])
@@ -105,7 +88,7 @@ def test_a_directory_is_an_input_error_everywhere(tmp_path, args):
 def test_perf_info_damaged_stream_says_error_on_stderr(tmp_path):
     """Exit 1 must come with the reason on stderr, labelled an error (not a warning)."""
     import struct
-    with open(PROF, "rb") as fh:
+    with open(PIE_PROFILE, "rb") as fh:
         data = bytearray(fh.read())
     data[48:56] = struct.pack("<Q", 1 << 62)  # data size past the end: runs into features
     bad = tmp_path / "bad.data"
@@ -124,7 +107,7 @@ REMMAP = "/work/shared/perf-corpus/perf.data.remmap-3.2"
 def test_wrong_binary_forced_with_name_explains_outside_functions():
     """Another program's profile forced onto the binary with --name: every sample falls
     outside the binary's functions, so the advice must not be 'rebuild those functions'."""
-    code, out = cli("annotate", REMMAP, BIN, "--format", "json",
+    code, out = cli("annotate", REMMAP, PIE_BINARY, "--format", "json",
                     "--name", "/mnt/host/source/src/scripts/mmap_perf_test/libfoo.so")
     assert code == 1
     line = one_error_line(out)
@@ -132,8 +115,8 @@ def test_wrong_binary_forced_with_name_explains_outside_functions():
     assert "need clang" not in line and "-fbasic-block-address-map" not in line, line
 
 
-DEMO_PROF = os.path.join(ROOT, "profiles", "demo-plain", "perf.data")
-DEMO_BIN = os.path.join(ROOT, "demo", "layout")
+DEMO_PROF = os.path.join(CORPUS, "profiles", "demo-plain", "perf.data")
+DEMO_BIN = os.path.join(CORPUS, "demo", "layout")
 
 
 @pytest.mark.skipif(not os.path.exists(DEMO_PROF), reason="corpus not built")
@@ -145,8 +128,8 @@ def test_lookup_pid_not_in_profile_says_so():
     assert "has no executable mmap" not in out, out  # the pid is what is missing
 
 
-PIPE_PROF = os.path.join(ROOT, "profiles", "c22-addrmap-pie-pipe", "perf.data")
-TWO_PROF = os.path.join(ROOT, "profiles", "c22-addrmap-pie-two-processes", "perf.data")
+PIPE_PROF = os.path.join(CORPUS, "profiles", "c22-addrmap-pie-pipe", "perf.data")
+TWO_PROF = os.path.join(CORPUS, "profiles", "c22-addrmap-pie-two-processes", "perf.data")
 
 
 def _through_a_pipe(args, data: bytes):
@@ -159,7 +142,7 @@ def _through_a_pipe(args, data: bytes):
 
 
 @have_corpus
-@pytest.mark.parametrize("prof", [PIPE_PROF, TWO_PROF, PROF])
+@pytest.mark.parametrize("prof", [PIPE_PROF, TWO_PROF, PIE_PROFILE])
 @pytest.mark.parametrize("name", ["/dev/stdin", "-"])
 def test_perf_record_piped_into_annotate(prof, name):
     """``perf record -o - ... | bbmap annotate /dev/stdin ./bin`` (or ``-``): the same
@@ -167,9 +150,9 @@ def test_perf_record_piped_into_annotate(prof, name):
     import json
     with open(prof, "rb") as fh:
         data = fh.read()
-    code, out, err = _through_a_pipe(["annotate", name, BIN, "--format", "json"], data)
+    code, out, err = _through_a_pipe(["annotate", name, PIE_BINARY, "--format", "json"], data)
     assert code == 0, err
-    want = json.loads(CliRunner().invoke(main, ["annotate", prof, BIN, "--format",
+    want = json.loads(CliRunner().invoke(main, ["annotate", prof, PIE_BINARY, "--format",
                                                 "json"]).stdout)
     got = json.loads(out)
     assert got["totals"] == want["totals"] and got["functions"] == want["functions"]
@@ -184,7 +167,7 @@ def test_endless_non_perf_stream_is_refused_at_once():
     assert code == 3 and "/dev/zero" in line and "not perf data" in line
 
 
-EH_PROF = os.path.join(ROOT, "profiles", "c22-eh-pie-plain", "perf.data")
+EH_PROF = os.path.join(CORPUS, "profiles", "c22-eh-pie-plain", "perf.data")
 
 
 @have_corpus
@@ -192,14 +175,14 @@ def test_merged_profile_of_another_program_is_reported():
     """Several profiles merged, one of another program: the result still maps (exit 0) but
     says which profile contributed nothing, and why."""
     import json
-    code, out = cli("annotate", PROF, EH_PROF, BIN, "--format", "json")
+    code, out = cli("annotate", PIE_PROFILE, EH_PROF, PIE_BINARY, "--format", "json")
     doc = json.loads(out)
     assert doc["status"] == "partial", doc["warnings"]
     msgs = [w["message"] for w in doc["warnings"]]
     assert any("c22-eh-pie-plain" in m and "no executable mapping" in m for m in msgs), msgs
 
 
-OBJ = os.path.join(ROOT, "bin", "clang-22", "addrmap", "layout.o")
+OBJ = os.path.join(CORPUS, "bin", "clang-22", "addrmap", "layout.o")
 
 
 @have_corpus
@@ -208,7 +191,7 @@ OBJ = os.path.join(ROOT, "bin", "clang-22", "addrmap", "layout.o")
 def test_relocatable_object_is_refused_with_the_reason(cmd, tmp_path, monkeypatch):
     """A .o is never mapped by a process; 'pass --name' would be wrong advice."""
     monkeypatch.chdir(tmp_path)
-    code, out = cli(cmd[0], PROF, OBJ, *cmd[1:])
+    code, out = cli(cmd[0], PIE_PROFILE, OBJ, *cmd[1:])
     line = one_error_line(out)
     assert code == 3 and "relocatable" in line and "layout.o" in line, out
     assert "--name" not in line
@@ -218,7 +201,7 @@ def test_relocatable_object_is_refused_with_the_reason(cmd, tmp_path, monkeypatc
 def test_pid_that_runs_something_else_names_the_right_pids():
     """--pid of the shell that started the program: the error itself lists the pids that
     map the binary (it promised them 'below', where nothing was)."""
-    code, out = cli("annotate", TWO_PROF, BIN, "--pid", "18565")
+    code, out = cli("annotate", TWO_PROF, PIE_BINARY, "--pid", "18565")
     line = one_error_line(out)
     assert code == 1 and "18567" in line and "18568" in line, line
 
@@ -226,7 +209,7 @@ def test_pid_that_runs_something_else_names_the_right_pids():
 @have_corpus
 def test_lookup_address_outside_every_segment_says_so():
     import json
-    code, out = cli("lookup", BIN, "99999999999", "--json")
+    code, out = cli("lookup", PIE_BINARY, "99999999999", "--json")
     rep = json.loads(out)[0]
     assert rep["offset"] is None and "no PT_LOAD" in rep["note"], rep
 
@@ -236,16 +219,16 @@ def test_binary_without_build_id_matched_by_name_warns(tmp_path):
     """The profile recorded a build-id for layout.pie; a layout.pie without one cannot be
     checked against it: say so instead of a silent 'ok'."""
     import json
-    with open(BIN, "rb") as fh:
+    with open(PIE_BINARY, "rb") as fh:
         data = bytearray(fh.read())
     from bbmap.binary import load_binary
-    b = load_binary(BIN)
+    b = load_binary(PIE_BINARY)
     note = next(s for s in b.sections if s.name == ".note.gnu.build-id")
     data[note.sh_offset + 8] = 0x07  # NT_GNU_BUILD_ID (3) -> another note type
     nobid = tmp_path / "layout.pie"
     nobid.write_bytes(bytes(data))
     assert load_binary(str(nobid)).build_id is None
-    code, out = cli("annotate", PROF, str(nobid), "--format", "json")
+    code, out = cli("annotate", PIE_PROFILE, str(nobid), "--format", "json")
     doc = json.loads(out)
     assert code == 0 and doc["totals"]["buckets"]["samples"]["in_block"] > 0
     msgs = [w["message"] for w in doc["warnings"]]
@@ -257,13 +240,13 @@ def test_undecodable_samples_are_the_reason_not_no_samples(tmp_path):
     """A flipped sample_type bit makes every SAMPLE record undecodable: the diagnosis must
     say that, not 'the profile has no samples' (3002 SAMPLE records are there)."""
     import struct
-    with open(PROF, "rb") as fh:
+    with open(PIE_PROFILE, "rb") as fh:
         data = bytearray(fh.read())
     attrs = struct.unpack_from("<Q", data, 24)[0]
     st = struct.unpack_from("<Q", data, attrs + 24)[0]
     struct.pack_into("<Q", data, attrs + 24, st | 0x20)  # + PERF_SAMPLE_READ
     bad = tmp_path / "bad.data"
     bad.write_bytes(bytes(data))
-    code, out = cli("annotate", str(bad), BIN)
+    code, out = cli("annotate", str(bad), PIE_BINARY)
     line = one_error_line(out)
     assert code == 1 and "3002 SAMPLE records" in line and "decoded" in line, line

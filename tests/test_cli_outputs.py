@@ -1,4 +1,4 @@
-"""QA: where outputs go (``-o``) and what bad requests do, for every command that writes.
+"""Where outputs go (``-o``) and what bad requests do, for every command that writes.
 
 Found by a hostile-input pass: ``-o`` onto a device or a symlink replaced it with a regular
 file (``-o /dev/full`` as root destroyed the device node), errors named bbmap's temporary
@@ -13,7 +13,7 @@ import os
 import stat
 
 import pytest
-from test_qa_inputs import BIN, PROF, cli, have_corpus, one_error_line
+from helpers import PIE_BINARY, PIE_PROFILE, cli, have_corpus, one_error_line
 
 from bbmap.atomic import write_atomic
 from bbmap.errors import BBMapError
@@ -73,10 +73,10 @@ def test_undecodable_file_names_can_be_written(tmp_path):
 # --------------------------------------------------------------------------- commands
 @have_corpus
 @pytest.mark.parametrize("cmd", [
-    ("annotate", PROF, BIN, "--format", "json"),
-    ("perf-info", PROF, "--json"),
-    ("verify", BIN),
-    ("cfg", PROF, BIN),
+    ("annotate", PIE_PROFILE, PIE_BINARY, "--format", "json"),
+    ("perf-info", PIE_PROFILE, "--json"),
+    ("verify", PIE_BINARY),
+    ("cfg", PIE_PROFILE, PIE_BINARY),
 ])
 def test_output_into_missing_directory_is_exit_3_naming_it(tmp_path, cmd):
     out = tmp_path / "missing" / "out.txt"
@@ -87,17 +87,17 @@ def test_output_into_missing_directory_is_exit_3_naming_it(tmp_path, cmd):
 
 @have_corpus
 @pytest.mark.parametrize("cmd,victim", [
-    (("annotate", "{p}", BIN), "p"),
-    (("annotate", PROF, "{b}"), "b"),
+    (("annotate", "{p}", PIE_BINARY), "p"),
+    (("annotate", PIE_PROFILE, "{b}"), "b"),
     (("perf-info", "{p}"), "p"),
     (("verify", "{b}"), "b"),
-    (("cfg", "{p}", BIN), "p"),
+    (("cfg", "{p}", PIE_BINARY), "p"),
 ])
 def test_output_over_an_input_is_refused(tmp_path, cmd, victim):
     import shutil
     p, b = tmp_path / "perf.data", tmp_path / "layout.pie"
-    shutil.copy(PROF, p)
-    shutil.copy(BIN, b)
+    shutil.copy(PIE_PROFILE, p)
+    shutil.copy(PIE_BINARY, b)
     before = {p: p.read_bytes(), b: b.read_bytes()}
     args = [a.format(p=p, b=b) for a in cmd]
     code, text = cli(*args, "-o", str(p if victim == "p" else b))
@@ -110,9 +110,9 @@ def test_output_over_an_input_is_refused(tmp_path, cmd, victim):
 def test_non_utf8_input_name_with_output_file(tmp_path):
     import shutil
     odd = os.path.join(os.fsencode(tmp_path), b"perf\xff.data")
-    shutil.copy(PROF, odd)
+    shutil.copy(PIE_PROFILE, odd)
     out = tmp_path / "out.json"
-    code, text = cli("annotate", os.fsdecode(odd), BIN, "--format", "json", "-o", str(out))
+    code, text = cli("annotate", os.fsdecode(odd), PIE_BINARY, "--format", "json", "-o", str(out))
     assert code == 0, text
     assert b"perf\xff.data" in out.read_bytes()
 
@@ -120,27 +120,27 @@ def test_non_utf8_input_name_with_output_file(tmp_path):
 @have_corpus
 @pytest.mark.parametrize("fmt", ["text", "json", "csv"])
 def test_negative_top_is_a_usage_error(fmt):
-    code, text = cli("annotate", PROF, BIN, "--format", fmt, "--top", "-5")
+    code, text = cli("annotate", PIE_PROFILE, PIE_BINARY, "--format", fmt, "--top", "-5")
     assert code == 2, text
 
 
 @have_corpus
 def test_huge_top_lists_everything():
-    code, text = cli("annotate", PROF, BIN, "--format", "json", "--top", str(10**30))
+    code, text = cli("annotate", PIE_PROFILE, PIE_BINARY, "--format", "json", "--top", str(10**30))
     assert code == 0, text
-    code0, text0 = cli("annotate", PROF, BIN, "--format", "json", "--top", "0")
+    code0, text0 = cli("annotate", PIE_PROFILE, PIE_BINARY, "--format", "json", "--top", "0")
     assert json.loads(text)["functions"] == json.loads(text0)["functions"]
 
 
 @have_corpus
 def test_reader_closing_the_pipe_is_not_an_error():
-    """``bbmap lookup BIN ... | head -1``: the reader leaving is not 'could not read the
+    """``bbmap lookup PIE_BINARY ... | head -1``: the reader leaving is not 'could not read the
     input' (exit 3, 'Broken pipe' on stderr); exit quietly as a SIGPIPE'd tool does."""
     import subprocess
     import sys
     addrs = [str(a) for a in range(4096, 12000)]
     p = subprocess.Popen([sys.executable, "-c", "from bbmap.cli import main; main()",
-                          "lookup", BIN, *addrs, "--explain"],
+                          "lookup", PIE_BINARY, *addrs, "--explain"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.readline()
     p.stdout.close()
@@ -159,7 +159,7 @@ def test_dev_stdout_appending_to_a_file_is_not_clobbered(tmp_path):
     log.write_text("earlier line\n")
     with open(log, "a") as fh:
         r = subprocess.run([sys.executable, "-c", "from bbmap.cli import main; main()",
-                            "perf-info", PROF, "-o", "/dev/stdout"], stdout=fh,
+                            "perf-info", PIE_PROFILE, "-o", "/dev/stdout"], stdout=fh,
                            stderr=subprocess.PIPE, timeout=120)
     assert r.returncode == 0, r.stderr
     text = log.read_text()
@@ -168,13 +168,13 @@ def test_dev_stdout_appending_to_a_file_is_not_clobbered(tmp_path):
 
 @have_corpus
 def test_dev_stdout_shares_the_shells_offset(tmp_path):
-    """``{ bbmap verify BIN -o /dev/stdout; echo done; } > log``: the shell's later
+    """``{ bbmap verify PIE_BINARY -o /dev/stdout; echo done; } > log``: the shell's later
     writes must come after bbmap's report, not over it (a reopened /dev/stdout has its
     own offset)."""
     import subprocess
     import sys
     log = tmp_path / "log"
-    cmd = (f"{sys.executable} -c 'from bbmap.cli import main; main()' verify {BIN} "
+    cmd = (f"{sys.executable} -c 'from bbmap.cli import main; main()' verify {PIE_BINARY} "
            "-o /dev/stdout; echo done")
     with open(log, "w") as fh:
         subprocess.run(["sh", "-c", cmd], stdout=fh, timeout=300, check=True)

@@ -1,4 +1,5 @@
-"""QA: verify on damaged binaries never crashes (found by flipping bits in the block map)."""
+"""The disassembler on code near 2**64 (a corrupt range base): branch targets stay in range
+(found by verify on damaged binaries, flipping bits in the block map)."""
 
 from __future__ import annotations
 

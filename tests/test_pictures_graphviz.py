@@ -1,4 +1,4 @@
-"""QA: the DOT output renders with the Graphviz people have (``dot -Tsvg``, as the spec says).
+"""The DOT output renders with the Graphviz people have (``dot -Tsvg``, as the spec says).
 
 Graphviz 2.43 (Debian/Ubuntu) aborted with ``free(): double free`` on the concatenated
 graphs of the corpus LBR profiles: call edges to the dashed note nodes were all

@@ -1,4 +1,4 @@
-"""QA: the Python face -- ``import bbmap`` from anywhere, ``bbmap.annotate``, the
+"""The Python face -- ``import bbmap`` from anywhere, ``bbmap.annotate``, the
 ``bb_map_verifier`` fixture and ``assert_valid_bb_map`` as a compiler test suite uses them."""
 
 from __future__ import annotations
