@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bbmap.inference.solvers import INF_CAPACITY
+
 # ---- costs per unit of flow (see the module docstring for their sources)
 COST_BLOCK_INC = 10  # LLVM sample-profile-profi-cost-block-inc
 COST_BLOCK_DEC = 20  # LLVM sample-profile-profi-cost-block-dec
@@ -54,7 +56,6 @@ COST_JUMP_DEC = 20
 COST_JUMP_UNKNOWN_INC = 5  # taken jump; measured (BOLT's ratio idea, 140 vs 3 at scale 150)
 COST_JUMP_UNKNOWN_FT_INC = 1  # fall-through; measured
 COST_ENTRY_EXTRA = 10_000  # entering at an EH landing pad instead of the entry block
-INF_CAPACITY = 1 << 50  # profi's INF (the values are summed, so not int64 max)
 
 SOLVERS = ("ortools", "builtin", "scipy")
 

@@ -26,6 +26,8 @@ import numpy as np
 
 from bbmap.errors import BBMapError
 
+INF_CAPACITY = 1 << 50  # profi's INF (the values are summed, so not int64 max)
+
 
 def available(name: str) -> bool:
     try:
@@ -53,8 +55,6 @@ def pick(name: str) -> str:
 def _capacity_bound(net: Any) -> np.ndarray:
     """Unbounded arcs capped at the largest useful flow: no optimal circulation carries
     more than the sum of all finite capacities on any arc (every raise costs > 0)."""
-    from bbmap.inference.flow import INF_CAPACITY
-
     finite = net.cap < INF_CAPACITY
     bound = int(net.cap[finite].sum()) + 1 if finite.any() else 1
     return np.where(finite, net.cap, bound).astype(np.int64)
