@@ -21,26 +21,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# The format's bits, declared in the format (kept importable from here for round-1 code).
-from bbmap.formats.bbaddrmap import (  # noqa: F401 - re-exported
-    FEAT_BB_FREQ,
-    FEAT_BB_HASH,
-    FEAT_BR_PROB,
-    FEAT_CALLSITE_OFFSETS,
-    FEAT_FUNC_ENTRY_COUNT,
-    FEAT_MULTI_BB_RANGE,
-    FEAT_OMIT_BB_ENTRIES,
-    FEAT_POST_LINK_CFG,
-    FEATURE_NAMES,
-    MD_CAN_FALL_THROUGH,
-    MD_HAS_INDIRECT_BRANCH,
-    MD_HAS_RETURN,
-    MD_HAS_TAIL_CALL,
-    MD_IS_EH_PAD,
-    MD_NAMES,
-    SHT_LLVM_BB_ADDR_MAP,
-    SHT_LLVM_BB_ADDR_MAP_V0,
-)
+
+# The format's bits (FEAT_*, MD_*, FEATURE_NAMES, MD_NAMES, the section types) are declared in
+# bbmap.formats.bbaddrmap; round-1 code imported them from here, and still can.
+def __getattr__(name: str):  # noqa: ANN202
+    if name.startswith(("FEAT_", "MD_", "SHT_LLVM_")) or name in ("FEATURE_NAMES", "MD_NAMES"):
+        from bbmap.formats import bbaddrmap
+
+        return getattr(bbaddrmap, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Where a function's map came from (``BlockMap.func_version`` for non-section sources).
 VERSION_LABEL_SYMBOLS = -1  # LLVM 11 unary ``a.BB.foo`` symbols

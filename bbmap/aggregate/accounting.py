@@ -11,21 +11,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bbmap.buckets import BRANCH_BUCKETS, BUCKETS, OTHER_DSO
+
+
 # Where an address ended up (the resolver's code) is also the bucket index: one enumeration
-# for the mapping layer, the index and accounting (re-exported here for the aggregate layer).
-from bbmap.buckets import (  # noqa: F401 - re-exported
-    BRANCH_BUCKETS,
-    BUCKET_LABELS,
-    BUCKETS,
-    DUPLICATE,
-    IN_BLOCK,
-    IN_FUNCTION_NO_BLOCK,
-    KERNEL,
-    OTHER_DSO,
-    OTHER_PID,
-    OUTSIDE_FUNCTION,
-    UNMAPPED,
-)
+# for the mapping layer, the index and accounting, declared in bbmap.buckets (importable
+# from here too, as round-1 code did).
+def __getattr__(name: str):  # noqa: ANN202
+    from bbmap import buckets
+
+    if hasattr(buckets, name) and name.isupper():
+        return getattr(buckets, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Why a fall-through range between two consecutive LBR entries was not used.
 RANGE_REASONS = ("valid", "not_in_block", "reversed", "cross_function", "cross_range",

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from bbmap.cli import guarded, main
-from bbmap.cli.options import output_option
+from bbmap.cli.options import output_option, write_output
 from bbmap.cli.profile_args import (
     annotate_kwargs,
     exit_if_failed,
@@ -39,7 +39,6 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int
     nothing maps, the report says why.  Exit 1 when nothing could be put in a block.
     """
     from bbmap.aggregate import annotate
-    from bbmap.atomic import write_atomic
 
     perf_paths, binary = split_inputs(inputs, output, "bbmap annotate perf.data ./binary")
     progress = _progress_bar() if sys.stderr.isatty() else None
@@ -50,10 +49,7 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int
         if progress:
             progress.close()
     text = _render(result, fmt, top, int(cluster_version), output is None)
-    if output:
-        write_atomic(output, text)
-    else:
-        click.echo(text, nl=False)
+    write_output(text, output)
     exit_if_failed(result)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from bbmap.cli import guarded, main
-from bbmap.cli.options import output_option
+from bbmap.cli.options import output_option, write_output
 from bbmap.cli.profile_args import (
     annotate_kwargs,
     exit_if_failed,
@@ -84,8 +84,5 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     if ld_profile:
         write_atomic(ld_profile, render_ld_profile(plan))
     report = render_report_json(plan) if as_json else render_report(plan)
-    if output:
-        write_atomic(output, report)
-    else:
-        click.echo(report, nl=False)
+    write_output(report, output)
     exit_if_failed(result)

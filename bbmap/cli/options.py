@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from bbmap.atomic import write_atomic
+
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
@@ -24,3 +26,11 @@ def debug_dir_option() -> Decorator:
                         type=click.Path(file_okay=False),
                         help="directory searched for a separate debug file by build-id "
                              "(repeatable; /usr/lib/debug is always searched)")
+
+
+def write_output(text: str, output: str | None) -> None:
+    """``text`` to ``-o`` (atomically), else to stdout: what every text-writing command does."""
+    if output:
+        write_atomic(output, text)
+    else:
+        click.echo(text, nl=False)

@@ -7,9 +7,8 @@ import sys
 
 import click
 
-from bbmap.atomic import write_atomic
 from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
-from bbmap.cli.options import output_option
+from bbmap.cli.options import output_option, write_output
 from bbmap.perf.info import format_text, perf_info
 
 
@@ -28,10 +27,7 @@ def perf_info_cmd(perf_data: str, as_json: bool, output: str | None) -> None:
     info = perf_info(perf_data, diagnostics=diags)
     errors = {str(d) for d in diags if d.severity == "error"}
     text = json.dumps(info, indent=2) + "\n" if as_json else format_text(info, errors) + "\n"
-    if output:
-        write_atomic(output, text)
-    else:
-        click.echo(text, nl=False)
+    write_output(text, output)
     for w in info["warnings"]:
         if w in errors and (output or not as_json):  # a JSON document on stdout holds them
             click.echo(f"bbmap: error: {w}", err=True)

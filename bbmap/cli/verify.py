@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 
-from bbmap.atomic import atomic_open
 from bbmap.cli import (
     EXIT_FAILED,
     EXIT_OK,
@@ -22,7 +21,7 @@ from bbmap.cli import (
     main,
     refuse_output_over_input,
 )
-from bbmap.cli.options import debug_dir_option, output_option
+from bbmap.cli.options import debug_dir_option, output_option, write_output
 from bbmap.cli.profile_args import profile_options_besides_debug_dir
 from bbmap.errors import BBMapError, UsageError
 
@@ -130,12 +129,7 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
             if show_coverage and r.coverage is not None:
                 parts.append(r.coverage.format())
         text = "\n".join(parts) + "\n" if parts else ""
-    if output:
-        with atomic_open(output) as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    write_output(text, output)
     sys.exit(EXIT_FAILED if errors else EXIT_OK if ok else EXIT_PROBLEMS)
 
 
@@ -170,12 +164,7 @@ def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_js
         text = rep.dumps()
     else:
         text = rep.format(top=top) + "\n"
-    if output:
-        with atomic_open(output) as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    write_output(text, output)
     for e in rep.errors:
         click.echo(f"bbmap: error: {e}", err=True)
     sys.exit(EXIT_OK if rep.ok else EXIT_PROBLEMS)

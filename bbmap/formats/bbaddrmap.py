@@ -18,7 +18,8 @@ carrying the byte offset, with LLVM's message texts where LLVM has one.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, reduce
+from operator import or_
 
 from construct import (
     Array,
@@ -73,9 +74,7 @@ FEATURE_NAMES = {
     "bb_hash": FEAT_BB_HASH,
     "post_link_cfg": FEAT_POST_LINK_CFG,
 }
-KNOWN_FEATURES = 0
-for _bit in FEATURE_NAMES.values():
-    KNOWN_FEATURES |= _bit
+KNOWN_FEATURES = reduce(or_, FEATURE_NAMES.values())
 # the PGO analysis map follows the ranges when any of these is set
 FEAT_PGO_ANALYSIS = FEAT_FUNC_ENTRY_COUNT | FEAT_BB_FREQ | FEAT_BR_PROB
 # ... and has one entry per block when any of these is
@@ -98,9 +97,7 @@ MD_NAMES = {
     "can_fall_through": MD_CAN_FALL_THROUGH,
     "has_indirect_branch": MD_HAS_INDIRECT_BRANCH,
 }
-KNOWN_METADATA = 0
-for _bit in MD_NAMES.values():
-    KNOWN_METADATA |= _bit
+KNOWN_METADATA = reduce(or_, MD_NAMES.values())
 METADATA_MAX = 0xFF  # the ULEB must fit BBEntry::Metadata's 8 bits ("invalid encoding")
 
 # ---------------------------------------------------------------- field sizes
