@@ -21,6 +21,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf import enums
 from elftools.elf.elffile import ELFFile
 
+from bbmap.binary.go import GoInfo, read_go
 from bbmap.binary.labels import decode_labels
 from bbmap.binary.mapinput import KIND_BB_INFO, KIND_LABELS, KIND_V0, KIND_VERSIONED, MapInput
 from bbmap.binary.relocs import (
@@ -258,7 +259,30 @@ class Binary:
 
     @cached_property
     def symbols(self) -> FunctionSymbols:
-        return function_symbols(self.symbol_tables, demangle_names=self.demangle)
+        fs = function_symbols(self.symbol_tables, demangle_names=self.demangle)
+        if not len(fs) and self.go is not None and self.go.functions is not None:
+            text = next((s.index for s in self.sections if s.name == ".text"), -1)
+            fs = self.go.functions.as_symbols(text)  # a stripped Go binary
+            self._symbols_source = ".gopclntab"
+        elif len(fs):
+            self._symbols_source = "symbol table"
+        return fs
+
+    _symbols_source: str | None = None
+
+    @property
+    def symbols_source(self) -> str | None:
+        """Where ``symbols`` come from: "symbol table", ".gopclntab" or None (none)."""
+        _ = self.symbols
+        return self._symbols_source
+
+    @cached_property
+    def go(self) -> GoInfo | None:
+        """The Go build id, build info and function table (None: not a Go binary)."""
+        info = read_go(self)
+        if info is not None:
+            self.diagnostics.extend(info.diagnostics)
+        return info
 
     def debug_file(self) -> Binary | None:
         """A separate debug file found by build-id (``.build-id/xx/rest.debug``)."""

@@ -191,6 +191,42 @@ def ip_entry(row: list[str], corpus: Path, known: set[str]) -> dict[str, Any]:
             "exact_counts": f"lbr/{lbr}/exact-counts.json"}
 
 
+def go_binary_entry(row: list[str], corpus: Path) -> dict[str, Any]:
+    """A Go binary: its GNU build-id read from the file, its Go build id from the golden
+    ``go tool buildid`` wrote (the manifest and the golden cannot disagree)."""
+    name, kind, path, tags, ldflags, purpose = row
+    facts = elf_facts(corpus / path)
+    if facts["maps"]:
+        fail(f"{name}: a Go binary with block-map sections {facts['maps']}")
+    goldens = {"command": f"golden/{name}.go-build.txt",
+               "go_buildid": f"golden/{name}.go-buildid.txt",
+               "readelf_n": f"golden/{name}.readelf-n.txt",
+               "go_version_m": f"golden/{name}.go-version-m.txt"}
+    for g in goldens.values():
+        if not (corpus / g).exists():
+            fail(f"{name}: golden {g} missing")
+    go_id = (corpus / goldens["go_buildid"]).read_text().strip()
+    version = (corpus / goldens["go_version_m"]).read_text().split("\n", 1)[0].split()[-1]
+    want_gnu = kind == "gnu-build-id"
+    if bool(facts["build_id"]) != want_gnu:
+        fail(f"{name}: kind {kind} but GNU build-id {facts['build_id']}")
+    cmd = shlex.split((corpus / goldens["command"]).read_text())[3:]  # after "cd DIR &&"
+    return {"name": name, "path": path, "sources": ["src/gohot"], "compiler": version,
+            "kind": kind, "flags": cmd, "tags": tags, "purpose": purpose,
+            "build_id": facts["build_id"], "go_build_id": go_id,
+            "size": (corpus / path).stat().st_size, "goldens": goldens}
+
+
+def go_profile_entry(row: list[str], corpus: Path, known: set[str]) -> dict[str, Any]:
+    name, binary, _opts, rounds = row
+    e = profile_common(name, corpus / "go" / name, corpus, [binary], ["plain"], known)
+    extra = corpus / "go" / name / "report-sym-unstripped.txt"
+    if extra.exists():
+        e["goldens"]["report_sym_unstripped"] = str(extra.relative_to(corpus))
+    e["rounds"] = int(rounds)
+    return e
+
+
 def recorded(d: Path) -> bool:
     if (d / "perf.data").exists():
         return True
@@ -212,6 +248,9 @@ def main() -> None:
                 if recorded(corpus / "profiles" / r[0])]
     profiles += [lbr_entry(r, corpus, known) for r in tables.get("lbr", [])
                  if recorded(corpus / "lbr" / r[0])]
+    go_binaries = [go_binary_entry(r, corpus) for r in tables.get("go", [])
+                   if (corpus / r[2]).exists()]
+    go_known = {b["name"] for b in go_binaries}
     manifest = {
         "about": "bbmap corpus: rebuild with corpus/build; see spec/corpus.md",
         "stage_dir": args.stage_dir,
@@ -221,6 +260,10 @@ def main() -> None:
         "profiles": profiles,
         "ip_profiles": [ip_entry(r, corpus, known) for r in tables.get("ip", [])
                         if recorded(corpus / "ip" / r[0])],
+        "go_binaries": go_binaries,
+        "go_profiles": [go_profile_entry(r, corpus, go_known)
+                        for r in tables.get("go-profiles", [])
+                        if recorded(corpus / "go" / r[0])],
     }
     json.dump(manifest, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -1,0 +1,3 @@
+module bbmap.test/gohot
+
+go 1.19

@@ -1,0 +1,17 @@
+//go:build !v2
+
+package main
+
+// mix: FNV-1a over the buffer, several passes.
+//
+//go:noinline
+func mix(buf []byte, seed uint64) uint64 {
+	h := uint64(14695981039346656037) ^ seed
+	for pass := 0; pass < 32; pass++ {
+		for _, x := range buf {
+			h ^= uint64(x)
+			h *= 1099511628211
+		}
+	}
+	return h
+}
