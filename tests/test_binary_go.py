@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CORPUS, go_case, go_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,7 +41,6 @@ from bbmap.formats.go import (
     pclntab_header_size,
     pclntab_header_struct,
 )
-from conftest import CORPUS, go_case, go_cases
 
 GO_BINARIES = go_cases("go_binaries")
 GO = shutil.which("go")

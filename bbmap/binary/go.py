@@ -167,21 +167,20 @@ def _sections_named(binary: Any, name: str) -> list:
 def _go_note(binary: Any, diags: Diagnostics) -> str | None:
     """The Go build id from the note sections, or the PT_NOTE segments without them."""
     st = note_struct(binary.little_endian)
-    blobs: list[tuple[str, int, bytes]] = []
+    blobs: list[tuple[str, bytes]] = []
     secs = [s for s in binary.sections if s.sh_type == SHT_NOTE]
     if secs:
         for s in secs:
             try:
-                blobs.append((binary.section_label(s.index), s.sh_offset,
-                              binary.section_data(s.index)))
+                blobs.append((binary.section_label(s.index), binary.section_data(s.index)))
             except Exception as e:  # noqa: BLE001 - a damaged section: said, others read
                 diags.warn(f"unreadable note section: {e}", file=binary.path)
     else:
         for i, g in enumerate(binary.segments):
             if g.p_type == PT_NOTE:
-                blobs.append((f"PT_NOTE segment [{i}]", g.p_offset,
-                               bytes(binary._mm[g.p_offset:g.p_offset + g.p_filesz])))
-    for where, base, data in blobs:
+                blobs.append((f"PT_NOTE segment [{i}]",
+                              bytes(binary._mm[g.p_offset:g.p_offset + g.p_filesz])))
+    for where, data in blobs:
         pos = 0
         while pos + 12 <= len(data):
             try:
