@@ -21,6 +21,7 @@ import numpy as np
 
 from bbmap.arrays import expand_ranges, row_of
 from bbmap.binary import Binary, load_binary
+from bbmap.binary.go import go_identity_line
 from bbmap.formats.bbaddrmap import (
     FEAT_BB_FREQ,
     FEAT_BB_HASH,
@@ -343,8 +344,10 @@ def iter_json(binary: Binary, part: tuple[int, int] | None = None) -> Iterator[b
 
         disp = [demangle(n) if n and n.startswith("_Z") else n for n in names]
     feats = m.func_feature.astype(np.int64)
-    lead = '{"binary":%s,"build_id":%s,"functions":[' % (
-        json_string(binary.path), json_string(binary.build_id) if binary.build_id else "null") \
+    go = binary.go  # read before the warnings are written: its faults are among them
+    lead = '{"binary":%s,"build_id":%s,"go":%s,"functions":[' % (
+        json_string(binary.path), json_string(binary.build_id) if binary.build_id else "null",
+        json.dumps(go.to_json(binary.build_id), separators=(",", ":")) if go else "null") \
         if f0 == 0 else ","
     trail = '],"warnings":[%s]}\n' % ",".join(
         json.dumps(d.to_json()) for d in binary.diagnostics) if f1 == F else ""
@@ -429,6 +432,11 @@ def iter_text(binary: Binary) -> Iterator[str]:
     names = m.func_name or [None] * m.num_functions
     yield f"{binary.path}: {binary.e_type}, build-id {binary.build_id or '-'}, " \
           f"{m.num_functions} functions, {m.num_ranges} ranges, {m.num_blocks} blocks\n"
+    if binary.go is not None:
+        yield f"{go_identity_line(binary.go, binary.build_id)}\n"
+        if binary.symbols_source == ".gopclntab":
+            yield (f"function symbols: {len(binary.symbols)} from .gopclntab (no .symtab: "
+                   "the Go runtime's own table, which -ldflags=-s keeps)\n")
     md_letters = (("R", MD_HAS_RETURN), ("T", MD_HAS_TAIL_CALL), ("E", MD_IS_EH_PAD),
                   ("F", MD_CAN_FALL_THROUGH), ("I", MD_HAS_INDIRECT_BRANCH))
     from bbmap.binary.symbols import demangle

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from bbmap.binary.go import go_identity_line, no_block_map_reason
 from bbmap.errors import BBMapError, UsageError
 from bbmap.index import STATUS_NAMES, BlockIndex, range_function
 from bbmap.mappings import ProfileMappings
@@ -49,6 +50,8 @@ class AddressReport:
     block_end: int | None = None
     status: str = "outside-function"
     note: str = ""
+    build_id: str | None = None  # the binary's GNU build-id
+    go_build_id: str | None = None  # its Go build id (a Go binary)
     explain: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -84,7 +87,12 @@ class Lookuper:
         self.mappings = mappings
         self.base = base
         self.caveat = ""
-        if binary.block_map.num_functions == 0:
+        self.go = getattr(binary, "go", None)
+        if binary.block_map.num_functions == 0 and self.go is not None:
+            self.caveat = f"no block map: {no_block_map_reason(self.go)}"
+            if getattr(binary, "symbols_source", None) == ".gopclntab":
+                self.caveat += "; function from .gopclntab (the binary is stripped)"
+        elif binary.block_map.num_functions == 0:
             self.caveat = ("the binary has no block map (.llvm_bb_addr_map)" if len(binary.symbols)
                            else "the binary has no block map and no function symbols (stripped?)")
 
@@ -94,7 +102,8 @@ class Lookuper:
             raise UsageError(f"unknown address space {space!r} (one of {', '.join(SPACES)})")
         a = parse_address(text)
         segs = self.binary.segments
-        rep = AddressReport(input=text, space=space)
+        rep = AddressReport(input=text, space=space, build_id=self.binary.build_id,
+                            go_build_id=self.go.build_id if self.go else None)
         if space == "vaddr":
             rep.vaddr = a
         elif space == "offset":
@@ -144,6 +153,10 @@ class Lookuper:
         if self.caveat:
             rep.note = f"{rep.note}; {self.caveat}" if rep.note else self.caveat
         return rep
+
+    def identity(self) -> str | None:
+        """The binary's two build ids, for a Go binary (None otherwise)."""
+        return go_identity_line(self.go, self.binary.build_id) if self.go else None
 
     def _symbol_at(self, vaddr: int) -> str | None:
         """The sized symbol holding ``vaddr`` (a few aliases/nestings back at most)."""

@@ -226,9 +226,8 @@ def test_explanations_name_the_compiler_and_the_flag():
     b = load_binary(CORPUS / go_case("go-plain")["path"])
     why = no_block_map_reason(b.go)
     assert "Go gc compiler (go1.19.8)" in why and "LLVM" in why and "gollvm" in why
-    assert "per-function counts are still valid" in why
     flag = exact_match_flag(b.go)
-    assert "-ldflags=-B 0x<hex>" in flag and "predates -B gobuildid" in flag
+    assert "-ldflags=-B 0x<hex>" in flag and "-B gobuildid needs Go 1.20" in flag
 
 
 def test_not_a_go_binary():

@@ -153,9 +153,9 @@ def read_go(binary: Any) -> GoInfo | None:
     diags = Diagnostics()
     bid = _go_note(binary, diags)
     info = _build_info(binary, diags)
+    if bid is None and info is None and not _sections_named(binary, GO_PCLNTAB_SECTION):
+        return None  # not Go: no symbol look-ups or segment searches for the table
     funcs, magic = _functions(binary, diags)
-    if bid is None and info is None and magic is None:
-        return None
     return GoInfo(build_id=bid, build_info=info, functions=funcs, pclntab_magic=magic,
                   diagnostics=diags)
 
@@ -525,13 +525,23 @@ def exact_match_flag(go: GoInfo | None) -> str:
     """The link flag that gives this Go binary a GNU build-id (what perf keys by)."""
     v = go_version_tuple(go.version) if go else None
     if v is not None and v < GOBUILDID_SINCE:
-        return (f"-ldflags=-B 0x<hex> (this binary's {go.version} predates -B gobuildid, "
-                "Go 1.20+; e.g. a hash of the sources)")
-    return "-ldflags=-B gobuildid (Go 1.20+; -B 0x<hex> on older Go)"
+        return (f"-ldflags=-B 0x<hex> (a hash of the sources, say; -B gobuildid needs Go "
+                f"1.20, this is {go.version})")
+    return "-ldflags=-B gobuildid (Go 1.20+; -B 0x<hex> before)"
+
+
+def go_identity_line(go: GoInfo, gnu_build_id: str | None) -> str:
+    """One line for dump / lookup / perf-info: both identities and what follows."""
+    line = go.summary()
+    if gnu_build_id:
+        return f"{line}; GNU build-id {gnu_build_id}"
+    return (f"{line}; no GNU build-id: perf and pprof match it to a profile by path only; "
+            f"link with {exact_match_flag(go)} to match exactly")
 
 
 def no_block_map_reason(go: GoInfo) -> str:
-    """Why a Go binary has no block map, what would give one, and what still holds."""
+    """Why a Go binary has no block map and what would give one (callers add what still
+    holds: per-function counts)."""
     who = f"the Go {go.compiler} compiler" + (f" ({go.version})" if go.version else "")
     if go.compiler == "gccgo":
         why = "GCC's back end emits no .llvm_bb_addr_map"
@@ -539,5 +549,4 @@ def no_block_map_reason(go: GoInfo) -> str:
         why = ("its own back end (not LLVM) emits no .llvm_bb_addr_map and has no flag for "
                "one")
     return (f"built by {who}: {why}; only a Go toolchain built on LLVM ({LLVM_GO_TOOLCHAINS}, "
-            "through LLVM's basic-block-address-map code generation) could give blocks; the "
-            "per-function counts are still valid")
+            "through LLVM's basic-block-address-map code generation) could give blocks")

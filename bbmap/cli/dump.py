@@ -51,7 +51,13 @@ def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
     problems = [d for d in b.diagnostics if d.severity == "error"]
     for d in problems:
         click.echo(f"bbmap: error: {d}", err=True)
-    if b.block_map.num_functions == 0 and not problems:
+    if b.block_map.num_functions == 0 and not problems and b.go is not None:
+        from bbmap.binary.go import no_block_map_reason
+
+        click.echo(f"bbmap: warning: {binary} has no basic-block address map: "
+                   f"{no_block_map_reason(b.go)}; profiles of it still get per-function "
+                   "counts (bbmap annotate)", err=True)
+    elif b.block_map.num_functions == 0 and not problems:
         click.echo(f"bbmap: warning: {binary} has no basic-block address map (no "
                    "SHT_LLVM_BB_ADDR_MAP section, .bb_info or LLVM 11 label symbols); "
                    "clang >= 19 emits one with -fbasic-block-address-map, clang 12-18 with "

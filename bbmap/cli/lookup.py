@@ -56,6 +56,8 @@ def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str |
     if as_json:
         click.echo(json.dumps([r.to_json() for r in reports], indent=2))
     else:
+        if lk.identity():
+            click.echo(f"{binary}: {lk.identity()}")
         for r in reports:
             click.echo(format_report(r))
     raise SystemExit(EXIT_OK if all(r.vaddr is not None for r in reports) else EXIT_PROBLEMS)

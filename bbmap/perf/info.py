@@ -75,6 +75,14 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50,
                           "exec_files_omitted": max(0, len(files) - max_exec_files)})
     if diagnostics is not None:
         diagnostics.extend(p.diagnostics)
+    named: dict[str, str | None] = {}  # file -> the build-id the profile recorded for it
+    for b in p.build_ids:
+        named.setdefault(b.filename, b.build_id)
+    for bid, f in mmap_ids:
+        named.setdefault(f, bid)
+    for pid in sorted(exec_files):
+        for f in exec_files[pid]:
+            named.setdefault(f, None)
     return {
         "schema": SCHEMA_VERSION,
         "file": p.path,
@@ -97,12 +105,50 @@ def perf_info(path: str | os.PathLike, *, max_exec_files: int = 50,
             "time_last": t_max,
         },
         "mmaps": processes,
+        "binaries": binaries_on_disk(named, limit=max_exec_files),
         "lost": int(p.lost + p.lost_samples),
         "lost_detail": {"LOST": int(p.lost), "LOST_SAMPLES": int(p.lost_samples)},
         "trust_end": p.trust_end,
         "warnings": [str(d) for d in p.diagnostics],
         "errors": sum(1 for d in p.diagnostics if d.severity == "error"),
     }
+
+
+def binaries_on_disk(named: dict[str, str | None], *, limit: int = 50) -> list[dict]:
+    """The files the profile names (build-id records first, then executable mappings)
+    as they are on disk now: their GNU build-id against the recorded one, and a Go
+    binary's Go build id (the identity perf never records).  Pseudo files
+    (``[vdso]``, ``//anon``) and relative names are skipped; at most ``limit`` files."""
+    from bbmap.binary import load_binary
+    from bbmap.buildid import build_ids_match
+    from bbmap.errors import BBMapError
+
+    out = []
+    for f, recorded in named.items():
+        if len(out) >= limit:
+            break
+        if not os.path.isabs(f) or f.startswith("//"):
+            continue
+        e: dict = {"filename": f, "recorded_build_id": recorded, "on_disk": False,
+                   "build_id": None, "same_build": None, "go": None}
+        if os.path.isfile(f):
+            try:
+                with load_binary(f) as b:
+                    e["on_disk"] = True
+                    e["build_id"] = b.build_id
+                    if recorded and b.build_id:
+                        e["same_build"] = build_ids_match(recorded, b.build_id)
+                    elif recorded:
+                        e["same_build"] = False  # it had one when recorded
+                    go = b.go
+                    if go is not None:
+                        e["go"] = {"build_id": go.build_id, "version": go.version,
+                                   "path": go.build_info.path if go.build_info else None}
+            except (BBMapError, OSError):
+                pass  # not ELF (a script, a JIT dump): nothing to say
+        if recorded or e["on_disk"]:
+            out.append(e)
+    return out
 
 
 def _by_event(p: PerfData, per_event: np.ndarray) -> dict[str, int]:
@@ -149,6 +195,11 @@ def format_text(info: dict, errors: frozenset[str] | set[str] = frozenset()) -> 
         out.append("build ids:")
         for b in info["build_ids"]:
             out.append(f"  {b['build_id']:<42} {b['filename']}")
+    described = [b for b in info.get("binaries", []) if b["on_disk"]]
+    if described:
+        out.append("binaries on disk now:")
+        for b in described:
+            out.append(f"  {b['filename']}: {_disk_line(b)}")
     if info["mmaps"]:
         out.append("processes with mmaps:")
         for proc in info["mmaps"]:
@@ -160,3 +211,20 @@ def format_text(info: dict, errors: frozenset[str] | set[str] = frozenset()) -> 
     for w in info["warnings"]:
         out.append(f"{'error' if w in errors else 'warning'}: {w}")
     return "\n".join(out)
+
+
+def _disk_line(b: dict) -> str:
+    rec, disk = b["recorded_build_id"], b["build_id"]
+    if rec and b["same_build"]:
+        ident = f"build-id {disk} as recorded"
+    elif rec:
+        ident = (f"build-id {disk or 'none'}, but the profile recorded {rec}: another build "
+                 "is on disk now")
+    else:
+        ident = f"no build-id recorded (on disk: {disk or 'none'})"
+    go = b["go"]
+    if go:
+        ident += f"; Go build id {go['build_id'] or '(none)'} ({go['version'] or '?'})"
+        if not rec:
+            ident += ": perf keys binaries by the GNU build-id only, so this one matches by path"
+    return ident
