@@ -235,8 +235,10 @@ def reference_iter_json(binary: Binary) -> Iterator[bytes]:
         else:
             sec = _esc(src.section_name)
         src_json.append((sec, source_format(src)))
-    doc_head = '{"binary":%s,"build_id":%s,"functions":[' % (
-        _esc(binary.path), _esc(binary.build_id) if binary.build_id else "null")
+    go = binary.go  # a Go binary's identity (spec/dump-json.md), null for the others
+    doc_head = '{"binary":%s,"build_id":%s,"go":%s,"functions":[' % (
+        _esc(binary.path), _esc(binary.build_id) if binary.build_id else "null",
+        json.dumps(go.to_json(binary.build_id), separators=(",", ":")) if go else "null")
     doc_tail = '],"warnings":[%s]}\n' % ",".join(
         json.dumps(d.to_json()) for d in binary.diagnostics)
     rsecs = m.range_section.tolist()

@@ -197,7 +197,8 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
     warnings: list[Diagnostic] = [d for d in b.diagnostics]
     evidence = Evidence(binary=os.fspath(binary), binary_build_id=b.build_id,
                         has_block_map=bm.num_blocks > 0, producer=producer_of(b),
-                        name_override=name_override, pid=pid)
+                        name_override=name_override, pid=pid, go=b.go,
+                        symbols_source=b.symbols_source)
     profiles: list[ProfileInfo] = []
     done = 0
     for path in paths:
@@ -208,6 +209,9 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
                             pid=pid, chunk_samples=chunk_samples, progress=prog)
         profiles.append(info)
         done += info.samples
+    from bbmap.aggregate.identity import resolve
+
+    resolve(evidence.profiled, os.fspath(binary), debug_dirs)
     quirk = ann.branches.quirk_evidence
     if ann.branches.quirk_batches and quirk is not None:
         p0, deeper, n = quirk
@@ -219,6 +223,7 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
             "to keep them)"))
     res = ann.result(binary=os.fspath(binary), build_id=b.build_id, profiles=profiles,
                      evidence=evidence, warnings=warnings)
+    res.go_build_id = b.go.build_id if b.go is not None else None
     apply_inference(res, b, inference, solver=solver)
     return res
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from bbmap.aggregate.accounting import Accounting
+from bbmap.aggregate.identity import ProfiledFile, go_ids_text
+from bbmap.binary.go import compare_go_build_ids, exact_match_flag, no_block_map_reason
 from bbmap.buckets import (
     IN_BLOCK,
     IN_FUNCTION_NO_BLOCK,
@@ -43,6 +46,11 @@ class Evidence:
     hot_no_block: list[tuple[str, int]] = field(default_factory=list)  # functions w/o blocks
     mapping_notes: list[str] = field(default_factory=list)  # the mapping layer's explanation
     undecoded_samples: int = 0  # SAMPLE records the reader had to drop (see its warnings)
+    go: Any = None  # the binary's GoInfo (bbmap.binary.go): a Go binary's own identity
+    symbols_source: str | None = None  # "symbol table" | ".gopclntab" (a stripped Go binary)
+    matched_by: set[str] = field(default_factory=set)  # how the profiles' mappings matched
+    # the files the profiles mapped as the binary, and what was found of their build
+    profiled: list[ProfiledFile] = field(default_factory=list)
 
 
 def flag_advice(producer: str | None) -> str:
@@ -70,7 +78,81 @@ def _top(d: dict[str, int], n: int = 5) -> str:
 
 
 def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
-    """Return (status, messages).  ``nothing_mapped`` means the per-block output is empty."""
+    """Return (status, messages).  ``nothing_mapped`` means the per-block output is empty.
+    Besides what :func:`_diagnose` finds, the identity of the profiled build where
+    build-ids cannot tell it (:func:`identity_findings`)."""
+    status, out = _diagnose(acct, ev)
+    found = identity_findings(ev) if acct.total_samples or acct.total_branches else []
+    if any(d.severity == "error" for d in found) and status == STATUS_OK:
+        status = STATUS_PARTIAL
+    return status, found + out
+
+
+def _go_ids(ev: Evidence, filename: str, name: str) -> str:
+    """``; Go build ids: ...`` for a mismatch message about ``filename``."""
+    if ev.go is None:
+        return ""
+    pf = next((p for p in ev.profiled if p.filename == filename), ProfiledFile(filename))
+    text = go_ids_text(pf, name, ev.go.build_id)
+    return f"; {text}" if text else ""
+
+
+def identity_findings(ev: Evidence) -> list[Diagnostic]:
+    """Without GNU build-ids (a plain ``go build``): whether the binary given is the build
+    the profile mapped, from the file at the recorded path, the inode MMAP2 recorded and
+    both Go build ids; and, when matching went by path only, the flag that makes it exact."""
+    out: list[Diagnostic] = []
+    name = os.path.basename(ev.binary)
+    go_id = ev.go.build_id if ev.go is not None else None
+    for pf in ev.profiled:
+        if pf.recorded_build_id or pf.binary_is_mapped_file:
+            continue  # build-ids decide (see _diagnose), or it is the very file mapped
+        p = pf.filename
+        if pf.found_at and not pf.path_is_the_binary and (
+                pf.go_build_id != go_id or pf.build_id != ev.binary_build_id):
+            what = (f"Go build id {pf.go_build_id or '(none)'} there, {go_id or '(none)'} in "
+                    f"{name}: {compare_go_build_ids(pf.go_build_id, go_id)}"
+                    if pf.go_build_id or go_id else "another file")
+            out.append(Diagnostic(
+                f"{name} is not the build that was profiled: the profile mapped {p}, which is "
+                f"still that file (the inode the MMAP2 record holds), and it is another build "
+                f"({what}); samples were mapped by path, so their functions are wrong; pass "
+                f"{p} instead", severity="error"))
+        elif pf.inode_now == "replaced" and pf.path_is_the_binary:
+            out.append(Diagnostic(
+                f"{p} was replaced after the profile was recorded (its inode differs from the "
+                f"one the MMAP2 record holds): if it was rebuilt, the samples belong to the "
+                f"earlier build, whose identity the profile does not hold"
+                + (f" (Go build ids never reach perf.data; {name} is now {go_id})"
+                   if go_id else ""), severity="warning"))
+        elif (not pf.path_is_the_binary and pf.inode_now is None
+              and (pf.path_go_build_id or pf.path_build_id)
+              and (pf.path_go_build_id, pf.path_build_id) != (go_id, ev.binary_build_id)):
+            ids = (f"Go build id {pf.path_go_build_id or '(none)'} there, {go_id or '(none)'} "
+                   f"in {name}: {compare_go_build_ids(pf.path_go_build_id, go_id)}"
+                   if pf.path_go_build_id or go_id else
+                   f"build-id {pf.path_build_id or '(none)'} there")
+            out.append(Diagnostic(
+                f"the profile mapped {p}, which on disk is now another build than {name} "
+                f"({ids}): either {p} was rebuilt after recording, or {name} is not the "
+                "profiled build", severity="warning"))
+    by_path = ev.matched_by & {"path", "basename"}
+    unrecorded = [pf for pf in ev.profiled if not pf.recorded_build_id]
+    if by_path and unrecorded and not ev.binary_build_id:
+        flag = exact_match_flag(ev.go) if ev.go is not None else \
+            "-Wl,--build-id (GNU ld, lld)"
+        ident = f" (Go build id {go_id})" if go_id else ""
+        out.append(Diagnostic(
+            f"{name}{ident} matched the profile by {'/'.join(sorted(by_path))} only: neither "
+            f"has a GNU build-id, the only identity perf records, so any other build "
+            f"{'at the same path' if by_path == {'path'} else f'named {name}'} would match "
+            f"too; link with {flag} to make matching exact",
+            severity="warning"))
+    return out
+
+
+def _diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
+    """The diagnosis proper (see :func:`diagnose`)."""
     out: list[Diagnostic] = []
     name = os.path.basename(ev.binary)
     total = acct.total_samples
@@ -112,13 +194,14 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
     if mismatched and in_binary == 0 and not lbr_used:
         f, b = mismatched[0]
         err(f"build-id mismatch: the profile recorded {f} with build-id {b}, but "
-            f"{ev.binary} has build-id {ev.binary_build_id}; profile the same build "
-            "(or pass the binary that was profiled)")
+            f"{ev.binary} has build-id {ev.binary_build_id}{_go_ids(ev, f, name)}; profile "
+            "the same build (or pass the binary that was profiled)")
         return STATUS_NOTHING, out
     if mismatched:
         f, b = mismatched[0]
-        warn(f"build-id mismatch for {f}: profile {b}, binary {ev.binary_build_id}; "
-             "samples were mapped by name and may land in the wrong blocks")
+        warn(f"build-id mismatch for {f}: profile {b}, binary {ev.binary_build_id}"
+             f"{_go_ids(ev, f, name)}; samples were mapped by name and may land in the wrong "
+             "blocks")
     unchecked = [(f, b) for f, b in ev.profile_build_ids
                  if os.path.basename(f) in names and not ev.binary_build_id]
     if unchecked and in_binary:
@@ -142,6 +225,15 @@ def diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
         notes = f" [{'; '.join(ev.mapping_notes)}]" if ev.mapping_notes else ""
         err(f"{name} never appears in the profile's mmaps; DSOs that got samples: {seen} "
             f"(kernel {int(acct.samples[KERNEL])}); {hint}{notes}")
+        return STATUS_NOTHING, out
+
+    if not ev.has_block_map and ev.go is not None:
+        fns = _top(dict(ev.hot_no_block)) if ev.hot_no_block else "none"
+        how = ("from .gopclntab, the Go runtime's function table (the binary is stripped)"
+               if ev.symbols_source == ".gopclntab" else "by symbol, as perf report does")
+        err(f"{name} has no basic-block address map (.llvm_bb_addr_map): "
+            f"{no_block_map_reason(ev.go)}; the {in_binary} samples in {name} are counted per "
+            f"function ({how}) and those counts are valid: {fns}")
         return STATUS_NOTHING, out
 
     if not ev.has_block_map:

@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 
 from bbmap.aggregate.explain import Evidence
+from bbmap.aggregate.identity import ProfiledFile
 from bbmap.aggregate.resolve import IndexResolver
 from bbmap.aggregate.result import ProfileInfo
 from bbmap.errors import Diagnostic
@@ -62,6 +63,9 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
     ev = pm.evidence
     for fn, bid in ev.build_ids_seen.items():
         evidence.profile_build_ids.append((fn, bid))
+    if ev.matched_by:
+        evidence.matched_by.add(ev.matched_by)
+    _profiled_files(pm, side, evidence)
     evidence.binary_mmaps += ev.binary_mappings
     evidence.undecoded_samples += max(0, perf.record_counts.get("SAMPLE", 0) - samples)
     if not ev.binary_mappings:
@@ -91,6 +95,21 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
                        events=[a.name for a in perf.attrs], samples=samples,
                        branches=branches, build_id=own[0] if own else None,
                        binary_mmaps=ev.binary_mappings)
+
+
+def _profiled_files(pm, side: list, evidence: Evidence) -> None:  # noqa: ANN001
+    """The files this profile mapped as the binary, or would have but for their build-id,
+    with the build-id and inode recorded for them (explain.identity_findings)."""
+    ev = pm.evidence
+    names = {m.filename for m in pm.binary_mappings()}
+    names |= {n for n, _ in ev.name_with_other_build_id}
+    known = {p.filename for p in evidence.profiled}
+    inodes = {}
+    for r in side:
+        if isinstance(r, MmapRecord) and r.filename in names and r.inode is not None:
+            inodes.setdefault(r.filename, r.inode)
+    for n in sorted(names - known):
+        evidence.profiled.append(ProfiledFile(n, ev.build_ids_seen.get(n), inodes.get(n)))
 
 
 def _pass(perf, binary, index, ann, final, name_override, pid, chunk_samples,  # noqa: ANN001

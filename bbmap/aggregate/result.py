@@ -79,6 +79,7 @@ class AnnotateResult:
     # where block_count and the edge columns come from: "lbr" (branch stacks), "inferred"
     # (min-cost flow over the recovered CFG from IP samples, spec/inference.md) or "none"
     count_source: str = "none"
+    go_build_id: str | None = None  # a Go binary's .note.go.buildid (bbmap.binary.go)
     inference: dict | None = None  # the inference quality report when count_source is
     # "inferred" (or why inference did not run)
 
@@ -205,6 +206,7 @@ class AnnotateResult:
             "format_version": JSON_FORMAT_VERSION,
             "binary": self.binary,
             "build_id": self.build_id,
+            "go_build_id": self.go_build_id,
             "status": self.status,
             "profiles": [p.to_json() for p in self.profiles],
             "totals": self.accounting.to_json(),

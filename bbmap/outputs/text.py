@@ -35,7 +35,9 @@ def build_report(result: AnnotateResult, *, top: int = 20, blocks_per_function: 
     """(header lines as (style, text), tables) for the report."""
     a = result.accounting
     head: list[tuple[str, str]] = [
-        ("bold", f"bbmap annotate {result.binary}  (build-id {result.build_id or 'none'})")]
+        ("bold", f"bbmap annotate {result.binary}  (build-id {result.build_id or 'none'}"
+                 + (f", Go build id {result.go_build_id}" if result.go_build_id else "")
+                 + ")")]
     for p in result.profiles:
         ev = ", ".join(p.events) or "?"
         head.append(("", f"  profile {p.path}: {p.samples} samples ({ev}), {p.branches} branch "

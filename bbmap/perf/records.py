@@ -37,6 +37,9 @@ class MmapRecord:
     build_id: str | None  # hex, from MMAP2 with MMAP_BUILD_ID
     cpumode: int
     is_mmap2: bool
+    # (maj, min, ino, ino_generation) of the mapped file, from MMAP2 without a build-id:
+    # which file it was, even when the name now holds another (a rebuilt binary)
+    inode: tuple[int, int, int, int] | None = None
 
     @property
     def is_exec(self) -> bool:

@@ -19,6 +19,7 @@ _HDR = fmt.EVENT_HEADER_SIZE
 _U64 = fmt.U64_STRUCT
 _MMAP_HEAD = struct.Struct(fmt.struct_format(fmt.MmapHead))
 _MMAP2_PROT = struct.Struct(fmt.struct_format(fmt.Mmap2Prot))
+_MMAP2_INODE = struct.Struct(fmt.struct_format(fmt.Mmap2Inode))
 _COMM_HEAD = struct.Struct(fmt.struct_format(fmt.CommHead))
 _FORK = struct.Struct(fmt.struct_format(fmt.ForkExitBody))
 # where the fields after the fixed parts start, counted from the record's first byte
@@ -61,17 +62,19 @@ def decode_side(typ: int, misc: int, mv, off: int, size: int, sample_type: int, 
             return MmapRecord(seq, time, pid, tid, start, length, pgoff,
                               _name(mv, off + _MMAP_NAME_AT, body_end), _mmap_prot(misc), 0,
                               None, cpumode, False)
-        bid = None
+        bid = inode = None
         if misc & fmt.MISC_MMAP_BUILD_ID:
             at = off + _MMAP2_UNION_AT
             n = min(mv[at + fmt.field_offset(fmt.Mmap2BuildId, "build_id_size")],
                     fmt.BUILD_ID_BYTES)
             first = at + fmt.field_offset(fmt.Mmap2BuildId, "build_id")
             bid = bytes(mv[first:first + n]).hex()
+        else:
+            inode = _MMAP2_INODE.unpack_from(mv, off + _MMAP2_UNION_AT)
         prot, flags = _MMAP2_PROT.unpack_from(mv, off + _MMAP2_PROT_AT)
         return MmapRecord(seq, time, pid, tid, start, length, pgoff,
                           _name(mv, off + _MMAP2_NAME_AT, body_end), prot, flags, bid, cpumode,
-                          True)
+                          True, inode)
     if typ == fmt.REC_COMM:
         pid, tid = _COMM_HEAD.unpack_from(mv, off + _HDR)
         return CommRecord(seq, time, pid, tid, _name(mv, off + _COMM_NAME_AT, body_end),
@@ -94,11 +97,13 @@ def decode_side_construct(typ: int, misc: int, mv, off: int, size: int, sample_t
     cpumode = misc & fmt.MISC_CPUMODE_MASK
     if typ == fmt.REC_MMAP2:
         b = fmt.Mmap2Body.parse(body, misc=misc)
-        bid = None
+        bid = inode = None
         if misc & fmt.MISC_MMAP_BUILD_ID:
             bid = b.u.build_id[:min(b.u.build_id_size, fmt.BUILD_ID_BYTES)].hex()
+        else:
+            inode = (b.u.maj, b.u.min, b.u.ino, b.u.ino_generation)
         return MmapRecord(seq, time, b.pid, b.tid, b.start, b.len, b.pgoff, b.filename,
-                          b.prot, b.flags, bid, cpumode, True)
+                          b.prot, b.flags, bid, cpumode, True, inode)
     if typ == fmt.REC_MMAP:
         b = fmt.MmapBody.parse(body)
         return MmapRecord(seq, time, b.pid, b.tid, b.start, b.len, b.pgoff, b.filename,
