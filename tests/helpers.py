@@ -110,6 +110,19 @@ have_corpus = pytest.mark.skipif(not (os.path.exists(PIE_PROFILE) and os.path.ex
                                  reason="corpus not built")
 
 
+def go_cases(kind: str = "go_binaries") -> list[dict]:
+    """The manifest's Go binaries (``go_binaries``) or Go profiles (``go_profiles``)."""
+    return [e for e in load_manifest().get(kind, []) if (CORPUS / e["path"]).exists()]
+
+
+def go_case(name: str) -> dict:
+    """One Go binary or profile of the manifest by name; skips when the corpus lacks it."""
+    for e in go_cases("go_binaries") + go_cases("go_profiles"):
+        if e["name"] == name:
+            return e
+    pytest.skip(f"Go corpus case {name} absent")
+
+
 def cli(*args):
     r = CliRunner().invoke(main, list(args))
     return r.exit_code, r.output

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import CORPUS, go_case
+from helpers import CORPUS, go_case
 
 from bbmap.aggregate.api import annotate
 from bbmap.cli import main

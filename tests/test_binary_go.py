@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CORPUS, go_case, go_cases
+from helpers import CORPUS, go_case, go_cases, load_manifest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -232,7 +232,7 @@ def test_explanations_name_the_compiler_and_the_flag():
 
 def test_not_a_go_binary():
     c = next((CORPUS / e["path"] for e in
-              __import__("conftest").load_manifest()["binaries"] if e["kind"] == "pie"), None)
+              load_manifest()["binaries"] if e["kind"] == "pie"), None)
     if c is None:
         pytest.skip("corpus absent")
     assert load_binary(c).go is None
