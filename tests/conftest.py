@@ -48,4 +48,3 @@ def perf_bin() -> str:
     if not perf:
         pytest.skip("perf not installed")
     return perf
-
