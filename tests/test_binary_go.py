@@ -271,3 +271,40 @@ def test_go_binaries_of_newer_toolchains(path):
         hits = sum((a, n) in have or (a, n + ".abi0") in have
                    for a, n in zip(fn.address.tolist(), fn.names))
         assert hits >= 0.97 * len(fn)
+
+
+# ---------------------------------------------------------------- Go's own reader
+GO119_BINARIES = [p for p in (
+    "/usr/lib/go-1.19/pkg/tool/linux_amd64/compile", "/usr/lib/go-1.19/pkg/tool/linux_amd64/link",
+    "/usr/bin/gofmt") if Path(p).exists()]
+
+
+@pytest.fixture(scope="module")
+def gosymdump(tmp_path_factory):
+    """corpus/tools/gosymdump built with the installed Go: debug/gosym's function list."""
+    if not GO:
+        pytest.skip("needs go")
+    out = tmp_path_factory.mktemp("gosym") / "gosymdump"
+    r = subprocess.run([GO, "build", "-o", str(out), "."], cwd=CORPUS / "tools" / "gosymdump",
+                       capture_output=True, text=True, timeout=600,
+                       env={**__import__("os").environ, "CGO_ENABLED": "0",
+                            "GOFLAGS": "-buildvcs=false", "GOPROXY": "off"})
+    if r.returncode != 0:
+        pytest.skip(f"cannot build gosymdump: {r.stderr[-200:]}")
+    return out
+
+
+@pytest.mark.parametrize("path", [str(CORPUS / e["path"]) for e in GO_BINARIES]
+                         + GO119_BINARIES)
+def test_function_table_equals_debug_gosym(gosymdump, path):
+    """Every function's entry, end and name as Go 1.19's debug/gosym gives them (it reads
+    the Go 1.18 layout; the 1.20 one only from Go 1.20 on)."""
+    if not Path(path).exists():
+        pytest.skip("absent")
+    r = subprocess.run([str(gosymdump), path], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    want = [(int(a, 16), int(e, 16), n) for a, e, n in
+            (line.split(" ", 2) for line in r.stdout.splitlines())]
+    f = load_binary(path).go.functions
+    got = list(zip(f.address.tolist(), (f.address + f.size).tolist(), f.names))
+    assert len(got) > 1000 and got == want

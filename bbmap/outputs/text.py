@@ -60,9 +60,11 @@ def _functions_table(result: AnnotateResult, hot, blocks_per_function: int) -> T
     cols = ["function / block", "address range", "size", "flags", "samples", "share"]
     if lbr:
         cols.append("count (LBR)" if result.count_source == "lbr" else "count (inferred)")
-    t = Table(f"Hottest functions (top {len(hot)}) and their hottest blocks", cols,
-              {2, 4, 5, 6})
     m = result.block_map
+    has_map = m.num_blocks > 0  # without one (a Go binary) the table is per function only
+    t = Table(f"Hottest functions (top {len(hot)})" + (" and their hottest blocks"
+                                                       if has_map else " (no block map)"),
+              cols, {2, 4, 5, 6})
     for fv in hot:
         row = [fv.name, f"{fv.address:#x}", "", "", str(fv.samples), _pct(fv.samples, total)]
         if lbr:
@@ -71,7 +73,8 @@ def _functions_table(result: AnnotateResult, hot, blocks_per_function: int) -> T
         t.rows.append(row)
         blk = fv.blocks
         if not len(blk):
-            t.rows.append(["  (no block-map entry)"] + [""] * (len(cols) - 1))
+            if has_map:
+                t.rows.append(["  (no block-map entry)"] + [""] * (len(cols) - 1))
             continue
         key = result.block_count[blk] if lbr else result.block_samples[blk]
         smp = result.block_samples[blk]

@@ -1,0 +1,3 @@
+module bbmap.test/gosymdump
+
+go 1.19
