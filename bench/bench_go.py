@@ -83,8 +83,8 @@ def main() -> None:
                                    check=True)
                 gosym.append(float(r.stderr.split()[-2]))
             t_go = min(gosym)
-            t_np = best(lambda: pclntab_functions(data, True, text), args.repeat)
-            t_ref = best(lambda: pclntab_functions_ref(data, True, text), 1)
+            t_np = best(lambda d=data, t=text: pclntab_functions(d, True, t), args.repeat)
+            t_ref = best(lambda d=data, t=text: pclntab_functions_ref(d, True, t), 1)
             print(f"{Path(path).name}: {len(names)} functions; debug/gosym {t_go * 1e3:.2f} ms, "
                   f"bbmap numpy {t_np * 1e3:.2f} ms, construct reference {t_ref * 1e3:.0f} ms; "
                   f"bbmap/gosym {t_np / t_go:.2f}, reference/numpy {t_ref / t_np:.0f}")
