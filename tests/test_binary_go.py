@@ -308,3 +308,26 @@ def test_function_table_equals_debug_gosym(gosymdump, path):
     f = load_binary(path).go.functions
     got = list(zip(f.address.tolist(), (f.address + f.size).tolist(), f.names))
     assert len(got) > 1000 and got == want
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from([".note.go.buildid", ".go.buildinfo", ".gopclntab"]),
+       st.integers(0, 1 << 16), st.binary(min_size=1, max_size=16))
+def test_damaged_go_sections_give_warnings_not_tracebacks(tmp_path_factory, name, at, junk):
+    """Bytes overwritten anywhere in a Go section: Binary.go still answers, and what it
+    could not read is a warning naming the file and section."""
+    src = CORPUS / go_case("go-stripped")["path"]
+    b0 = load_binary(src)
+    sec = next(s for s in b0.sections if s.name == name)
+    data = bytearray(src.read_bytes())
+    pos = sec.sh_offset + at % max(sec.sh_size, 1)
+    data[pos:pos + len(junk)] = junk[:max(0, sec.sh_offset + sec.sh_size - pos)]
+    path = tmp_path_factory.mktemp("dmg") / "gohot"
+    path.write_bytes(bytes(data))
+    b = load_binary(path)
+    go = b.go  # must not raise
+    _ = b.symbols
+    for d in b.diagnostics:
+        assert d.file == str(path)
+    if go is not None and go.functions is not None:
+        assert len(go.functions) == len(go.functions.names)

@@ -18,6 +18,7 @@ from functools import cached_property
 
 import numpy as np
 from elftools.common.exceptions import ELFError
+from elftools.construct.core import ConstructError as ElfConstructError
 from elftools.elf import enums
 from elftools.elf.elffile import ELFFile
 
@@ -227,8 +228,8 @@ class Binary:
                     if (note["n_type"] == "NT_GNU_BUILD_ID" and note["n_name"] == "GNU"
                             and isinstance(desc, str)):
                         return desc
-            except (ELFError, struct.error, UnicodeDecodeError, ValueError):
-                continue
+            except (ELFError, ElfConstructError, struct.error, UnicodeDecodeError, ValueError):
+                continue  # a damaged note (say, a Go note with a wild size) hides none after
         return None
 
     # ----------------------------------------------------------------- symbols

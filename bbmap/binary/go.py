@@ -299,7 +299,9 @@ def _functions(binary: Any, diags: Diagnostics) -> tuple[GoFunctions | None, int
         return None, magic
     try:
         f = pclntab_functions(data, binary.little_endian, _text_start(binary, data))
-    except PclntabError as e:
+    except (PclntabError, ConstructError) as e:
+        if not isinstance(e, PclntabError):
+            e = PclntabError(f"function table: {e}", 0)
         diags.warn(str(e), file=binary.path, section=where, offset=e.offset)
         return None, magic
     return GoFunctions(address=f[0], size=f[1], names=f[2], magic=magic,
@@ -403,10 +405,15 @@ class PclntabError(ValueError):
 def _header(data: bytes, little: bool):  # noqa: ANN202 - a construct Container
     if len(data) < 8 or data[6] not in PCQUANTA or data[7] not in PTR_SIZES:
         raise PclntabError("function table header: bad quantum or pointer size", 6)
+    if data[4:6] != b"\0\0":
+        raise PclntabError("function table header: bytes 4-5 are not zero", 4)
     ptr = data[7]
     if len(data) < pclntab_header_size(ptr):
         raise PclntabError("function table shorter than its header", 0)
-    h = pclntab_header_struct(little, ptr).parse(data)
+    try:
+        h = pclntab_header_struct(little, ptr).parse(data)
+    except ConstructError as e:
+        raise PclntabError(f"function table header: {e}", 0) from None
     end = h.functab_offset + (2 * h.nfunc + 1) * FUNCTAB_FIELD_SIZE
     if h.functab_offset > len(data) or end > len(data):
         raise PclntabError(f"{h.nfunc} functions run past the table end ({end:#x} > "
