@@ -13,14 +13,29 @@ import numpy as np
 
 from bbmap.binary.symbols import symbol_array
 from bbmap.errors import Diagnostic
-from bbmap.formats.elf import R_INFO_SYM_SHIFT, SHT_CREL, SHT_REL, SHT_RELA, elf_dtype
+from bbmap.formats.elf import (
+    CREL_ADDEND_DELTA,
+    CREL_COUNT_SHIFT,
+    CREL_HAS_ADDEND,
+    CREL_SHIFT_MASK,
+    CREL_SYMBOL_DELTA,
+    CREL_TYPE_DELTA,
+    R_INFO_SYM_SHIFT,
+    SHT_CREL,
+    SHT_REL,
+    SHT_RELA,
+    elf_dtype,
+)
 from bbmap.formats.leb128 import LEB_GROUP_BITS, LEB_MORE, MapFault, decode_sleb, decode_uleb
+
+_U64_MASK = (1 << 64) - 1
 
 
 def parse_crel(data: bytes, is64: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decode a SHT_CREL section into (r_offset, symbol index, addend) columns."""
     hdr, pos = decode_uleb(data, 0)
-    count, flag_bits, shift = hdr >> 3, (3 if hdr & 4 else 2), hdr & 3
+    addends = hdr & CREL_HAS_ADDEND
+    count, flag_bits, shift = hdr >> CREL_COUNT_SHIFT, (3 if addends else 2), hdr & CREL_SHIFT_MASK
     if count * 1 > len(data):
         raise MapFault(f"CREL count {count} larger than the section", 0)
     offs = np.zeros(count, "u8")
@@ -36,15 +51,15 @@ def parse_crel(data: bytes, is64: bool) -> tuple[np.ndarray, np.ndarray, np.ndar
         if b >= LEB_MORE:  # the offset delta's first byte is a ULEB byte with flag bits
             more, pos = decode_uleb(data, pos)
             offset += (more << (LEB_GROUP_BITS - flag_bits)) - (LEB_MORE >> flag_bits)
-        if b & 1:
+        if b & CREL_SYMBOL_DELTA:
             d, pos = decode_sleb(data, pos)
             sym += d
-        if b & 2:
+        if b & CREL_TYPE_DELTA:
             _, pos = decode_sleb(data, pos)  # type delta: not needed for S + A
-        if b & 4 & hdr:
+        if b & CREL_ADDEND_DELTA and addends:
             d, pos = decode_sleb(data, pos)
             addend += d
-        offs[i] = (offset << shift) & 0xFFFFFFFFFFFFFFFF
+        offs[i] = (offset << shift) & _U64_MASK
         syms[i] = sym
         adds[i] = addend
     return offs, syms, adds

@@ -46,6 +46,11 @@ NT_GNU_BUILD_ID = 3
 R_X86_64_64 = 1
 R_INFO_SYM_SHIFT = {32: 8, 64: 32}  # ELF32_R_SYM / ELF64_R_SYM
 
+# SHT_CREL (LLVM's compact relocations): a ULEB header count << 3 | addend flag | shift,
+# then per entry a byte of delta flags below the offset delta's low bits
+CREL_COUNT_SHIFT, CREL_HAS_ADDEND, CREL_SHIFT_MASK = 3, 0x4, 0x3
+CREL_SYMBOL_DELTA, CREL_TYPE_DELTA, CREL_ADDEND_DELTA = 0x1, 0x2, 0x4
+
 
 @lru_cache(maxsize=8)
 def elf_structs(elfclass: int, little: bool):  # noqa: ANN201 - an elftools ELFStructs
