@@ -200,7 +200,8 @@ def test_writer_packs_the_declared_sample_prefix(combo):
 
 
 # ---------------------------------------------------------------------- no bare masks
-FAST_PATHS = ["binary/decode_fast.py", "binary/decode_ref.py", "binary/writer.py",
+FAST_PATHS = ["binary/decode_fast.py", "binary/decode_assemble.py", "binary/decode_ref.py",
+              "binary/writer.py", "binary/relocs.py", "binary/uleb_tokens.py", "formats/elf.py",
               "binary/mapinput.py", "perf/samples.py", "perf/side.py", "perf/reader.py",
               "perf/writer.py", "aggregate/lbr.py", "formats/bbaddrmap.py"]
 
