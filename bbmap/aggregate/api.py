@@ -8,6 +8,7 @@ Memory is bounded by the binary's block count plus distinct edges, not by the pr
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 
@@ -168,64 +169,233 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
              debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
              chunk_samples: int = 65536, progress: ProgressFn | None = None,
              inference: str = "auto", solver: str = "auto",
-             cluster_stats: bool = False) -> AnnotateResult:
-    """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged)
-    onto the blocks of ``binary``.  Raises :class:`BBMapError` for unreadable inputs; a
-    profile that maps nothing is *not* an exception: ``result.status`` and
-    ``result.warnings`` say why, and ``result.failed`` is true.
+             cluster_stats: bool = False, keep_going: bool = False) -> AnnotateResult:
+    """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged;
+    aggregate files of ``bbmap.aggregate.store`` are added as they are) onto the blocks of
+    ``binary``.  Raises :class:`BBMapError` for unreadable inputs (unless ``keep_going``:
+    then an unreadable profile is named with its error in ``result.profiles`` and
+    ``result.warnings``, and ``result.failed`` is true); a profile that maps nothing is
+    *not* an exception: ``result.status`` and ``result.warnings`` say why.
 
     ``inference``: ``auto`` infers block and edge counts from the IP samples when the
     profiles have no branch stacks, ``on`` always, ``off`` never (:func:`apply_inference`).
     ``cluster_stats`` also fills ``result.cluster`` (per-stack moments of the LBR counts,
     which ``verify --profile`` turns into design effects; bbmap.aggregate.cluster).
+    Profiles are listed in one canonical order (path, size, sha256), whatever the order
+    they were given in.
     """
-    from bbmap.aggregate.profile import read_profile
-    from bbmap.binary import load_binary
+    session = Session(binary, name_override=name_override, pid=pid, demangle=demangle,
+                      debug_dirs=debug_dirs, drop_duplicate_newest=drop_duplicate_newest,
+                      chunk_samples=chunk_samples, cluster_stats=cluster_stats,
+                      keep_going=keep_going)
+    session.add_all(expand_inputs(perf_paths), progress=progress)
+    return session.result(inference=inference, solver=solver)
 
-    paths = expand_inputs(perf_paths)
-    b = load_binary(binary, debug_dirs=debug_dirs, demangle=demangle)
-    if getattr(b, "is_relocatable", False):
-        raise BBMapError("a relocatable object (.o) is never mapped by a process, so no "
-                         "sample can be in it; annotate the linked binary", file=os.fspath(binary))
-    bm = b.block_map
-    ann = Annotator(bm, b.symbols, demangle=demangle,
-                    drop_duplicate_newest=drop_duplicate_newest, sections=b.sections,
-                    cluster_stats=cluster_stats)
-    from bbmap.index import BlockIndex
 
-    index = BlockIndex(bm, b.symbols, b.sections)
-    warnings: list[Diagnostic] = [d for d in b.diagnostics]
-    evidence = Evidence(binary=os.fspath(binary), binary_build_id=b.build_id,
-                        has_block_map=bm.num_blocks > 0, producer=producer_of(b),
-                        name_override=name_override, pid=pid, go=b.go,
+class Session:
+    """One binary's tables and the counts and provenance of the profiles added so far.
+
+    ``annotate`` is ``Session(...).add_all(paths).result()``; ``bbmap fleet`` workers keep
+    one Session per binary and make a :meth:`fresh` one per task, whose
+    :meth:`aggregate` they return; an aggregate file is added with :meth:`add` like a
+    perf.data file.  The result (diagnosis, warnings, inferred counts) is made only by
+    :meth:`result`, from the raw counts and the per-profile evidence in canonical order,
+    so one process and a merged fleet give the same bytes."""
+
+    def __init__(self, binary: str | os.PathLike, *, name_override: str | None = None,
+                 pid: int | None = None, demangle: bool = True,
+                 debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
+                 chunk_samples: int = 65536, cluster_stats: bool = False,
+                 keep_going: bool = False, hash_profiles: bool = False) -> None:
+        from bbmap.binary import load_binary
+        from bbmap.index import BlockIndex
+
+        self.options = {"name": name_override, "pid": pid, "demangle": demangle,
+                        "duplicate_lbr": drop_duplicate_newest}
+        self.debug_dirs = tuple(debug_dirs)
+        self.chunk_samples = chunk_samples
+        self.keep_going = keep_going
+        self.hash_profiles = hash_profiles  # size + sha256 of each profile (aggregates)
+        self.records: list = []  # bbmap.aggregate.store.ProfileRecord
+        self.binary_path = os.fspath(binary)
+        b = load_binary(binary, debug_dirs=debug_dirs, demangle=demangle)
+        if getattr(b, "is_relocatable", False):
+            raise BBMapError("a relocatable object (.o) is never mapped by a process, so no "
+                             "sample can be in it; annotate the linked binary",
+                             file=self.binary_path)
+        self.b = b
+        self.ann = Annotator(b.block_map, b.symbols, demangle=demangle,
+                             drop_duplicate_newest=drop_duplicate_newest, sections=b.sections,
+                             cluster_stats=cluster_stats)
+        self.index = BlockIndex(b.block_map, b.symbols, b.sections)
+        self._binary_sha256: str | None = None
+
+    def fresh(self) -> Session:
+        """An empty session sharing this one's binary, index and tables."""
+        s = Session.__new__(Session)
+        s.options, s.debug_dirs = self.options, self.debug_dirs
+        s.chunk_samples, s.keep_going = self.chunk_samples, self.keep_going
+        s.hash_profiles = self.hash_profiles
+        s.records = []
+        s.binary_path, s.b, s.index = self.binary_path, self.b, self.index
+        s.ann = self.ann.fresh()
+        s._binary_sha256 = self._binary_sha256
+        return s
+
+    def evidence(self) -> Evidence:
+        b = self.b
+        return Evidence(binary=self.binary_path, binary_build_id=b.build_id,
+                        has_block_map=b.block_map.num_blocks > 0, producer=producer_of(b),
+                        name_override=self.options["name"], pid=self.options["pid"], go=b.go,
                         symbols_source=b.symbols_source)
-    profiles: list[ProfileInfo] = []
-    done = 0
-    for path in paths:
-        def prog(n: int, _path: str = path, _done: int = done) -> None:
-            if progress is not None:
-                progress(_path, _done + n)
-        info = read_profile(path, b, index, ann, evidence, warnings, name_override=name_override,
-                            pid=pid, chunk_samples=chunk_samples, progress=prog)
-        profiles.append(info)
-        done += info.samples
-    from bbmap.aggregate.identity import resolve
 
-    resolve(evidence.profiled, os.fspath(binary), debug_dirs)
-    quirk = ann.branches.quirk_evidence
-    if ann.branches.quirk_batches and quirk is not None:
-        p0, deeper, n = quirk
-        warnings.append(Diagnostic(
-            f"LBR: entries 0 and 1 are equal in {100 * p0:.1f}% of {n} stacks but neighbours "
-            f"deeper in the stacks only in {100 * deeper:.1f}%: the hardware's duplicated "
-            f"newest entry; dropped entry 0 of those samples "
-            f"({int(ann.acct.branch_buckets()['duplicate'])} records, --duplicate-lbr keep "
-            "to keep them)"))
-    res = ann.result(binary=os.fspath(binary), build_id=b.build_id, profiles=profiles,
-                     evidence=evidence, warnings=warnings)
-    res.go_build_id = b.go.build_id if b.go is not None else None
-    apply_inference(res, b, inference, solver=solver)
-    return res
+    # ------------------------------------------------------------------ inputs
+    def add_all(self, paths: Sequence[str], progress: ProgressFn | None = None) -> None:
+        done = 0
+        for path in paths:
+            def prog(n: int, _path: str = path, _done: int = done) -> None:
+                if progress is not None:
+                    progress(_path, _done + n)
+            done += self.add(path, progress=prog)
+
+    def add(self, path: str, progress: Callable[[int], None] | None = None) -> int:
+        """Add one perf.data or aggregate file; return the samples it held."""
+        from bbmap.aggregate import store
+
+        if path != "-" and store.is_aggregate(path):
+            agg = store.read_aggregate(path)
+            self.add_aggregate(agg, path)
+            return int(agg.totals.get("samples", 0))
+        return self.add_profile(path, progress)
+
+    def add_aggregate(self, agg, name: str) -> None:  # noqa: ANN001 - store.Aggregate
+        from bbmap.aggregate import store
+
+        mine = self.identity_aggregate()
+        store.check_mergeable(agg, mine, name, f"the binary {self.binary_path}")
+        store.add_to_annotator(agg, self.ann)
+        self.records.extend(agg.profiles)
+
+    def add_profile(self, path: str, progress: Callable[[int], None] | None = None) -> int:
+        from bbmap.aggregate.profile import read_profile
+        from bbmap.aggregate.store import ProfileRecord, file_sha256
+
+        ev = self.evidence()
+        warnings: list[Diagnostic] = []
+        sub = self.ann.fresh()
+        size, sha = 0, ""
+        if self.hash_profiles and path != "-":
+            with contextlib.suppress(OSError):  # the reader below names the problem
+                size, sha = file_sha256(path)
+        try:
+            info = read_profile(path, self.b, self.index, sub, ev, warnings,
+                                name_override=self.options["name"], pid=self.options["pid"],
+                                chunk_samples=self.chunk_samples, progress=progress)
+        except BBMapError as e:
+            if not self.keep_going:
+                raise
+            d = e.diagnostic
+            err = str(d) if d.file else f"{path}: {d}"
+            self.records.append(ProfileRecord(
+                info=ProfileInfo(path=path, mode="unreadable", events=[], samples=0,
+                                 branches=0, build_id=None, binary_mmaps=0, error=err),
+                size=size, sha256=sha, error=err,
+                warnings=[Diagnostic(d.message, d.file or path, d.section, d.offset,
+                                     "error")]))
+            return 0
+        self.ann.merge(sub)
+        br = sub.branches
+        self.records.append(ProfileRecord(
+            info=info, size=size, sha256=sha, warnings=warnings,
+            evidence=_evidence_json(ev), quirk_batches=br.quirk_batches,
+            quirk_evidence=br.quirk_evidence))
+        return info.samples
+
+    # ------------------------------------------------------------------ outputs
+    @property
+    def binary_sha256(self) -> str:
+        if self._binary_sha256 is None:
+            from bbmap.aggregate.store import file_sha256
+
+            self._binary_sha256 = file_sha256(self.binary_path)[1]
+        return self._binary_sha256
+
+    def identity_aggregate(self):  # noqa: ANN201 - an empty store.Aggregate of this binary
+        from bbmap.aggregate import store
+
+        s = self.fresh()
+        return store.from_annotator(s.ann, [], **self._meta())
+
+    def _meta(self) -> dict:
+        b = self.b
+        return {"build_id": b.build_id,
+                "binary_sha256": "" if b.build_id else self.binary_sha256,
+                "binary_name": os.path.basename(self.binary_path), "options": self.options,
+                "go_build_id": b.go.build_id if b.go is not None else None}
+
+    def aggregate(self):  # noqa: ANN201 - a store.Aggregate
+        """The raw counts and provenance so far, as a mergeable aggregate."""
+        from bbmap.aggregate import store
+
+        return store.from_annotator(self.ann, self.records, **self._meta())
+
+    def result(self, *, inference: str = "auto", solver: str = "auto") -> AnnotateResult:
+        """The annotate result: diagnosis, warnings and inferred counts made from the raw
+        counts and the per-profile evidence in canonical order."""
+        from bbmap.aggregate.identity import ProfiledFile, resolve
+
+        records = sorted(self.records, key=lambda r: r.key)
+        evidence = self.evidence()
+        warnings: list[Diagnostic] = list(self.b.diagnostics)
+        quirk_batches, quirk = 0, None
+        for r in records:
+            _absorb(evidence, r.evidence, ProfiledFile)
+            warnings.extend(r.warnings)
+            quirk_batches += r.quirk_batches
+            quirk = r.quirk_evidence or quirk
+        resolve(evidence.profiled, self.binary_path, self.debug_dirs)
+        ann = self.ann
+        if quirk_batches and quirk is not None:
+            p0, deeper, n = quirk
+            warnings.append(Diagnostic(
+                f"LBR: entries 0 and 1 are equal in {100 * p0:.1f}% of {n} stacks but "
+                f"neighbours deeper in the stacks only in {100 * deeper:.1f}%: the hardware's "
+                f"duplicated newest entry; dropped entry 0 of those samples "
+                f"({int(ann.acct.branch_buckets()['duplicate'])} records, --duplicate-lbr "
+                "keep to keep them)"))
+        res = ann.result(binary=self.binary_path, build_id=self.b.build_id,
+                         profiles=[r.info for r in records], evidence=evidence,
+                         warnings=warnings)
+        res.go_build_id = self.b.go.build_id if self.b.go is not None else None
+        apply_inference(res, self.b, inference, solver=solver)
+        return res
+
+
+def _evidence_json(ev: Evidence) -> dict:
+    """What one profile added to the mapping evidence (explain.py), as JSON."""
+    return {"profile_build_ids": [list(x) for x in ev.profile_build_ids],
+            "matched_by": sorted(ev.matched_by),
+            "profiled": [[p.filename, p.recorded_build_id,
+                          list(p.inode) if p.inode is not None else None]
+                         for p in ev.profiled],
+            "binary_mmaps": ev.binary_mmaps, "undecoded_samples": ev.undecoded_samples,
+            "mapping_notes": list(ev.mapping_notes)}
+
+
+def _absorb(evidence: Evidence, d: dict, profiled_file) -> None:  # noqa: ANN001
+    """Add one profile's evidence (:func:`_evidence_json`), as reading it in turn would."""
+    if not d:
+        return
+    evidence.profile_build_ids.extend(tuple(x) for x in d["profile_build_ids"])
+    evidence.matched_by.update(d["matched_by"])
+    known = {p.filename for p in evidence.profiled}
+    for fn, bid, inode in d["profiled"]:
+        if fn not in known:
+            known.add(fn)
+            evidence.profiled.append(profiled_file(fn, bid, tuple(inode) if inode else None))
+    evidence.binary_mmaps += d["binary_mmaps"]
+    evidence.undecoded_samples += d["undecoded_samples"]
+    evidence.mapping_notes.extend(d["mapping_notes"])
 
 
 INFERENCE_MODES = ("off", "auto", "on")

@@ -138,6 +138,19 @@ class ClusterAccumulator:
         self._pending_n += len(other._keys)
         self._fold()
 
+    def add_moments(self, m: ClusterMoments) -> None:
+        """Add moments read back from an aggregate file (same binary)."""
+        self.x2 += m.x2
+        self.o2 += m.o2
+        self.xe += m.xe
+        self.xE += m.xE
+        self.E2 += m.E2
+        if len(m.edge_key):
+            self._pending.append((m.edge_key.astype(np.int64),
+                                  np.stack([m.k2, m.ko, m.kx], axis=1).astype(np.float64)))
+            self._pending_n += len(m.edge_key)
+            self._fold()
+
     def result(self) -> ClusterMoments:
         self._fold()
         return ClusterMoments(self.x2.copy(), self.o2.copy(), self.xe.copy(), self.xE.copy(),

@@ -336,6 +336,25 @@ class BranchAggregator:
         self._pending_n += len(other._edge_keys)
         self._fold()
 
+    def raw_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The additive state, for an aggregate file (bbmap.aggregate.store): block
+        entries, ``b -> b+1`` fall-throughs (both per block) and the taken edges as
+        (sorted key ``(from * B + to) * 8 + kind``, count)."""
+        self._fold()
+        return (self.block_counts(), np.cumsum(self._ft)[:-1], self._edge_keys.copy(),
+                self._edge_counts.copy())
+
+    def add_raw(self, block_count: np.ndarray, fallthrough: np.ndarray,
+                edge_keys: np.ndarray, edge_counts: np.ndarray) -> None:
+        """Add counts that :meth:`raw_counts` gave (of another aggregator, same binary)."""
+        z = np.zeros(1, np.int64)
+        self._cover += np.diff(np.concatenate([z, block_count, z]))
+        self._ft += np.diff(np.concatenate([z, fallthrough, z]))
+        if len(edge_keys):
+            self._pending.append((edge_keys.astype(np.int64), edge_counts.astype(np.int64)))
+            self._pending_n += len(edge_keys)
+            self._fold()
+
     # -------------------------------------------------------------- results
     def block_counts(self) -> np.ndarray:
         """Execution estimate per block: valid fall-through ranges covering it."""

@@ -33,11 +33,13 @@ class ProfileInfo:
     branches: int
     build_id: str | None  # the binary's build-id as this profile recorded it (if any)
     binary_mmaps: int  # executable mappings of the binary found
+    error: str | None = None  # unreadable (annotate keep_going, fleet): why; nothing counted
 
     def to_json(self) -> dict:
         return {"path": self.path, "mode": self.mode, "events": self.events,
                 "samples": self.samples, "branches": self.branches,
-                "binary_build_id": self.build_id, "binary_mmaps": self.binary_mmaps}
+                "binary_build_id": self.build_id, "binary_mmaps": self.binary_mmaps,
+                **({"error": self.error} if self.error is not None else {})}
 
 
 @dataclass

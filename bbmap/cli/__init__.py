@@ -93,6 +93,7 @@ SUBCOMMANDS = {
     "dump": "bbmap.cli.dump",
     "layout": "bbmap.cli.layout",
     "lookup": "bbmap.cli.lookup",
+    "merge": "bbmap.cli.merge",
     "perf-info": "bbmap.cli.perf_info",
     "verify": "bbmap.cli.verify",
 }

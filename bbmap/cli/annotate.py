@@ -16,23 +16,27 @@ from bbmap.cli.profile_args import (
     split_inputs,
 )
 
-FORMATS = ("text", "json", "csv", "propeller", "symorder")
+FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate")
 
 
 @main.command("annotate")
 @click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="text report, JSON/CSV per-block data, Propeller cluster file, or lld "
-                   "symbol-ordering file")
+              help="text report, JSON/CSV per-block data, Propeller cluster file, lld "
+                   "symbol-ordering file, or a mergeable Parquet aggregate (needs -o; "
+                   "pip install 'bbmap[fleet]')")
 @output_option()
 @click.option("--top", type=click.IntRange(min=0), default=None,
               help="hottest functions to list (text default 20; json/csv default all; 0 = all)")
 @click.option("--cluster-version", type=click.Choice(["0", "1"]), default="1",
               show_default=True, help="Propeller cluster file format")
+@click.option("--keep-going", is_flag=True,
+              help="an unreadable profile does not stop the run: it is named with its error "
+                   "and the exit code is 1")
 @profile_options
 @guarded
 def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int | None,
-                 cluster_version: str, **profile: Any) -> None:
+                 cluster_version: str, keep_going: bool, **profile: Any) -> None:
     """Map the samples of PERF_DATA (files or @listfiles, merged) to BINARY's basic blocks.
 
     Every sample and branch record lands in exactly one accounting bucket; when little or
@@ -42,15 +46,42 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int
 
     perf_paths, binary = split_inputs(inputs, output, "bbmap annotate perf.data ./binary")
     progress = _progress_bar() if sys.stderr.isatty() else None
+    if fmt == "aggregate":
+        try:
+            _write_aggregate(perf_paths, binary, output, keep_going, progress, profile)
+        finally:
+            if progress:
+                progress.close()
+        return
     try:
         result = annotate(perf_paths, binary, **annotate_kwargs(**profile),
-                          progress=progress.update if progress else None)
+                          progress=progress.update if progress else None,
+                          keep_going=keep_going)
     finally:
         if progress:
             progress.close()
     text = _render(result, fmt, top, int(cluster_version), output is None)
     write_output(text, output)
     exit_if_failed(result)
+
+
+def _write_aggregate(perf_paths: list[str], binary: str, output: str | None,
+                     keep_going: bool, progress: Any, profile: dict[str, Any]) -> None:
+    """``--format aggregate``: the raw counts and provenance as Parquet (spec/aggregate.md);
+    derived data (inference, diagnosis) is made when the aggregate is read."""
+    from bbmap.aggregate.api import Session, expand_inputs
+    from bbmap.aggregate.store import write_aggregate
+    from bbmap.cli.profile_args import exit_if_incomplete, session_kwargs
+    from bbmap.errors import UsageError
+
+    if not output:
+        raise UsageError("--format aggregate writes a Parquet file: give it with -o FILE")
+    session = Session(binary, **session_kwargs(**profile), keep_going=keep_going,
+                      cluster_stats=True, hash_profiles=True)
+    session.add_all(expand_inputs(perf_paths), progress=progress.update if progress else None)
+    agg = session.aggregate()
+    write_aggregate(agg, output)
+    exit_if_incomplete(agg)
 
 
 def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool  # noqa: ANN001

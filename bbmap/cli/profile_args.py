@@ -61,6 +61,36 @@ def annotate_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
             "inference": inference, "solver": inference_solver}
 
 
+def session_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
+                   debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
+                   inference_solver: str = "auto") -> dict[str, Any]:
+    """The options that change raw counts, as ``bbmap.aggregate.api.Session`` keyword
+    arguments (inference is derived: made when a result is, not stored in aggregates)."""
+    return {"name_override": name, "pid": pid, "demangle": not no_demangle,
+            "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr]}
+
+
+def exit_if_incomplete(agg: Any) -> None:
+    """After an aggregate is written: exit 1 naming each profile whose counts it lacks (an
+    unreadable or damaged one), as ``exit_if_failed`` does for a result."""
+    bad = [p for p in agg.profiles
+           if p.error or any(w.severity == "error" for w in p.warnings)]
+    if not bad:
+        return
+    for p in bad[:20]:
+        if p.error:
+            click.echo(f"bbmap: error: {p.error}", err=True)
+        else:
+            w = next(w for w in p.warnings if w.severity == "error")
+            click.echo(f"bbmap: error: {w}", err=True)
+    if len(bad) > 20:
+        click.echo(f"bbmap: error: ... and {len(bad) - 20} more (the aggregate's profile "
+                   "rows name each one)", err=True)
+    click.echo(f"bbmap: error: incomplete: {len(bad)} of {len(agg.profiles)} profiles were "
+               "unreadable or damaged", err=True)
+    sys.exit(EXIT_PROBLEMS)
+
+
 def split_inputs(inputs: tuple[str, ...], output: str | None, example: str
                  ) -> tuple[list[str], str]:
     """``PERF_DATA... BINARY`` -> (profiles, binary), refusing what would go wrong."""
