@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,7 +40,7 @@ from bbmap.buckets import BRANCH_BUCKETS, BUCKETS
 from bbmap.errors import BBMapError, Diagnostic, UsageError
 
 FORMAT_VERSION = 1
-MAGIC = b"PAR1"
+PARQUET_MAGIC = b"PAR1"
 META_PREFIX = "bbmap."
 ROW_GROUP_ROWS = 1 << 20
 PARQUET_OPTIONS = {"version": "2.6", "use_dictionary": True, "compression": "zstd",
@@ -381,10 +383,14 @@ def add_to_annotator(agg: Aggregate, ann) -> None:  # noqa: ANN001
 
 # --------------------------------------------------------------------------- Parquet
 def is_aggregate(path: str) -> bool:
-    """A Parquet file (its magic), so commands taking perf.data take aggregates too."""
+    """A Parquet file (its magic), so commands taking perf.data take aggregates too.
+    Only regular files are looked at: reading a pipe (``/dev/stdin``) would eat its bytes,
+    and Parquet needs a seekable file anyway."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as fh:
-            return fh.read(4) == MAGIC
+            return fh.read(4) == PARQUET_MAGIC
     except OSError:
         return False
 
