@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from bbmap.errors import BBMapError, UsageError
+from bbmap.errors import BBMapError, UsageError, is_decoding_error, library_words
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1  # ran, but the output is incomplete or wrong (errors in the input)
@@ -55,11 +55,26 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as e:  # noqa: BLE001 - last line of defence, still one line
             if os.environ.get("BBMAP_DEBUG"):
                 raise
+            if is_decoding_error(e):  # a decoder without its own guard: still bbmap's words
+                names = ", ".join(_input_files(kwargs)) or "input"
+                click.echo(f"bbmap: error: {names}: cannot decode: {library_words(e)}",
+                           err=True)
+                sys.exit(EXIT_FAILED)
             click.echo(f"bbmap: internal error: {type(e).__name__}: {e} "
                        "(set BBMAP_DEBUG=1 for a traceback)", err=True)
             sys.exit(EXIT_FAILED)
 
     return wrapper
+
+
+def _input_files(kwargs: dict[str, Any]) -> list[str]:
+    """The existing files among a command's arguments (what an error can name)."""
+    out: list[str] = []
+    for k, v in kwargs.items():
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(x, str) and k != "output" and os.path.isfile(x) and x not in out:
+                out.append(x)
+    return out
 
 
 def refuse_output_over_input(output: str | None, inputs: list[str] | tuple[str, ...]) -> None:

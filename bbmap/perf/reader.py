@@ -25,7 +25,7 @@ import numpy as np
 from construct import ConstructError
 
 from bbmap.arrays import expand_ranges
-from bbmap.errors import BBMapError, Diagnostics
+from bbmap.errors import BBMapError, Diagnostics, library_words
 from bbmap.formats import perfdata as fmt
 from bbmap.perf.attrs import EventAttr
 from bbmap.perf.compressed import InflateError, RecordInflater
@@ -35,7 +35,7 @@ from bbmap.perf.records import (
     SideRecords,
 )
 from bbmap.perf.samples import SampleLayout, decode_samples, gather_u16, sample_ids
-from bbmap.perf.side import decode_side, decode_side_construct
+from bbmap.perf.side import BadRecord, decode_side, decode_side_construct
 
 _HDR = fmt.EVENT_HEADER_STRUCT
 _EH = fmt.EVENT_HEADER_SIZE
@@ -193,7 +193,19 @@ class PerfData:
         if h.attr_size == 0:
             raise BBMapError("attr_size is 0", file=self.path, section="file header",
                              offset=_FILE_HEADER["attr_size"])
-        nattrs = h.attrs.size // h.attr_size
+        if h.attrs.size and not (fmt.ATTR_SIZE_VER0 + _SECTION <= h.attr_size
+                                 <= fmt.ATTR_SIZE_MAX + _SECTION
+                                 and h.attrs.size % h.attr_size == 0):
+            # no event could be read: every sample would be dropped; say so, keep the rest
+            self.diagnostics.error(
+                f"attr_size {h.attr_size:#x} does not divide the attrs section "
+                f"({h.attrs.size:#x} bytes) into perf_event_attr entries "
+                f"({fmt.ATTR_SIZE_VER0 + _SECTION} to {fmt.ATTR_SIZE_MAX + _SECTION} bytes "
+                "each): no event can be read, so no sample can be decoded",
+                file=self.path, section="file header", offset=_FILE_HEADER["attr_size"])
+            nattrs = 0
+        else:
+            nattrs = h.attrs.size // h.attr_size
         if nattrs > _MAX_ATTRS or h.attrs.offset + h.attrs.size > self.file_size:
             raise BBMapError(f"attrs section ({nattrs} entries at {h.attrs.offset:#x}) lies "
                              "outside the file", file=self.path, section="file header",
@@ -710,11 +722,12 @@ class PerfData:
         try:
             return (decode_side_construct if reference else decode_side)(
                 typ, misc, mv, off, size, sample_type, seq)
-        except (ConstructError, ValueError, struct.error):
+        except (ConstructError, ValueError, struct.error) as e:
             st.bad_side += 1
             if st.bad_side == 1:
+                why = f" ({e})" if isinstance(e, BadRecord) else ""
                 self.diagnostics.warn(f"cannot decode {fmt.RECORD_NAMES[typ]} record of "
-                                      f"{size} bytes; skipped", **self._where(off, origin))
+                                      f"{size} bytes{why}; skipped", **self._where(off, origin))
             return None
 
 
@@ -728,4 +741,7 @@ def _payload_after(typ: int, mv, off: int, size: int) -> int:
 
 
 def _short(e: Exception) -> str:
-    return str(e).splitlines()[0][:200]
+    """An exception met while decoding, in bbmap's words (no construct parse path)."""
+    if isinstance(e, BadRecord) or type(e) is ValueError:  # raised by bbmap, in its words
+        return str(e).splitlines()[0][:200]
+    return library_words(e)[:200]

@@ -39,6 +39,19 @@ def _name(mv, start: int, end: int) -> str:
     return bytes(mv[start:end]).split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
+ADDRESS_SPACE_END = 1 << 64  # a mapping must end inside the 64-bit address space
+
+
+class BadRecord(ValueError):
+    """A side record whose fields cannot all be true (said in bbmap's words)."""
+
+
+def _check_extent(start: int, length: int) -> None:
+    if start + length > ADDRESS_SPACE_END:
+        raise BadRecord(f"mapping at {start:#x} of length {length:#x} runs past the end of "
+                        "the address space")
+
+
 def _mmap_prot(misc: int) -> int:
     return fmt.PROT_READ if misc & fmt.MISC_MMAP_DATA else _MMAP_PROT_EXEC
 
@@ -58,6 +71,7 @@ def decode_side(typ: int, misc: int, mv, off: int, size: int, sample_type: int, 
     cpumode = misc & fmt.MISC_CPUMODE_MASK
     if typ == fmt.REC_MMAP2 or typ == fmt.REC_MMAP:
         pid, tid, start, length, pgoff = _MMAP_HEAD.unpack_from(mv, off + _HDR)
+        _check_extent(start, length)
         if typ == fmt.REC_MMAP:
             return MmapRecord(seq, time, pid, tid, start, length, pgoff,
                               _name(mv, off + _MMAP_NAME_AT, body_end), _mmap_prot(misc), 0,
@@ -97,6 +111,7 @@ def decode_side_construct(typ: int, misc: int, mv, off: int, size: int, sample_t
     cpumode = misc & fmt.MISC_CPUMODE_MASK
     if typ == fmt.REC_MMAP2:
         b = fmt.Mmap2Body.parse(body, misc=misc)
+        _check_extent(b.start, b.len)
         bid = inode = None
         if misc & fmt.MISC_MMAP_BUILD_ID:
             bid = b.u.build_id[:min(b.u.build_id_size, fmt.BUILD_ID_BYTES)].hex()
@@ -106,6 +121,7 @@ def decode_side_construct(typ: int, misc: int, mv, off: int, size: int, sample_t
                           b.prot, b.flags, bid, cpumode, True, inode)
     if typ == fmt.REC_MMAP:
         b = fmt.MmapBody.parse(body)
+        _check_extent(b.start, b.len)
         return MmapRecord(seq, time, b.pid, b.tid, b.start, b.len, b.pgoff, b.filename,
                           _mmap_prot(misc), 0, None, cpumode, False)
     if typ == fmt.REC_COMM:

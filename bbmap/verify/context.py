@@ -20,7 +20,11 @@ import numpy as np
 from bbmap.arrays import row_of
 from bbmap.binary.disasm import CodeTable, Disassembler, sweep_ranges
 from bbmap.binary.types import SectionInfo, parent_name
+from bbmap.errors import BBMapError, decoding
+from bbmap.formats.elf import RELOC_TYPES
 from bbmap.model import BlockMap
+
+ADDRESS_LIMIT = 1 << 63  # addresses are computed as int64 by the checks
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,31 @@ class VerifyContext:
 
     @cached_property
     def exec_sections(self) -> list[SectionInfo]:
-        return [s for s in self.sections if s.is_exec and s.sh_type != 8]  # not NOBITS
+        """Executable sections with contents; one whose extent cannot be real (past the
+        end of the file, or of the signed 64-bit address range the checks compute in) is
+        left out with a note naming it, not allowed to overflow a check."""
+        size = self.file_size
+        out = []
+        for s in self.sections:
+            if not s.is_exec or s.sh_type == 8:  # not NOBITS
+                continue
+            if s.sh_offset + s.sh_size > size or s.sh_addr + s.sh_size >= ADDRESS_LIMIT:
+                self.notes.append(
+                    f"section [{s.index}] {s.name}: size {s.sh_size:#x} at address "
+                    f"{s.sh_addr:#x}, file offset {s.sh_offset:#x} cannot be real (the file "
+                    f"has {size:#x} bytes); not checked")
+                continue
+            out.append(s)
+        return out
+
+    @cached_property
+    def file_size(self) -> int:
+        import os
+
+        try:
+            return os.path.getsize(self.path)
+        except OSError:  # a duck-typed binary without a file: no bound from it
+            return ADDRESS_LIMIT
 
     def section_label(self, index: int) -> str | None:
         if 0 <= index < len(self.sections):
@@ -340,17 +368,36 @@ def last_instructions(ctx: VerifyContext) -> LastInstructions:
 
 
 def reloc_offsets(ctx: VerifyContext) -> dict[int, np.ndarray]:
-    """ET_REL only: r_offsets of the relocations applying to each executable section."""
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.relocation import RelocationSection
+    """ET_REL only: r_offsets of the relocations applying to each executable section.
 
+    Read with bbmap's own table reader (the layout from pyelftools' declarations) over
+    the section bytes, so a wrong ``sh_entsize`` or an ``sh_size`` past the file is an
+    error naming the section, not pyelftools' assertion.
+    """
+    from bbmap.binary.relocs import parse_crel
+    from bbmap.formats.elf import SHT_CREL, SHT_RELA, elf_dtype
+
+    b = ctx.binary
+    is64 = b.elfclass == 64
     out: dict[int, list[int]] = {}
-    with open(ctx.path, "rb") as fh:
-        elf = ELFFile(fh)
-        for sec in elf.iter_sections():
-            if isinstance(sec, RelocationSection):
-                out.setdefault(sec["sh_info"], []).extend(
-                    rel["r_offset"] for rel in sec.iter_relocations())
+    for sec in ctx.sections:
+        if sec.sh_type not in RELOC_TYPES:
+            continue
+        label = f"section [{sec.index}] {sec.name}"
+        data = b.section_data(sec.index)
+        with decoding(b.path, label, 0, "unreadable relocations"):
+            if sec.sh_type == SHT_CREL:
+                offs = parse_crel(data, is64)[0]
+            else:
+                dt = elf_dtype("Elf_Rela" if sec.sh_type == SHT_RELA else "Elf_Rel",
+                               64 if is64 else 32, b.little_endian)
+                if len(data) % dt.itemsize:
+                    raise BBMapError(f"unreadable relocations: size {len(data):#x} is not a "
+                                     f"multiple of the entry size {dt.itemsize}",
+                                     file=b.path, section=label,
+                                     offset=len(data) - len(data) % dt.itemsize)
+                offs = np.frombuffer(data, dtype=dt)["r_offset"]
+        out.setdefault(sec.sh_info, []).extend(int(x) for x in offs.tolist())
     return {k: np.array(sorted(v), dtype=np.int64) for k, v in out.items()}
 
 
