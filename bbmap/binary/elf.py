@@ -37,7 +37,7 @@ from bbmap.binary.symbols import (
     read_symtab,
 )
 from bbmap.binary.types import FunctionSymbols, SectionInfo, Segment
-from bbmap.errors import BBMapError, Diagnostic, Diagnostics
+from bbmap.errors import BBMapError, Diagnostic, Diagnostics, library_words
 from bbmap.formats.bbaddrmap import (
     BB_INFO_SECTION,
     SHT_LLVM_BB_ADDR_MAP,
@@ -54,11 +54,52 @@ from bbmap.formats.elf import (
     SHT_NOTE,
     SHT_PROGBITS,
     SYMBOL_TABLE_TYPES,
+    elf_dtype,
     elf_structs,
 )
 from bbmap.model import BlockMap, MapSource
 
 DEFAULT_DEBUG_DIRS = ("/usr/lib/debug",)
+
+# How large a compressed section may declare itself once inflated (spec/binary.md,
+# "Bounded memory"; issue 18).  Decoding a block map costs ~10x its inflated size (a token
+# index and value per byte), so the declared size is what bounds memory:
+MAX_SECTION_SIZE = 1 << 30  # never more than 1 GiB ...
+MAX_INFLATE_RATIO = 32  # ... nor 32x the compressed bytes: real maps deflate 2x (sqlite),
+#                         repetitive synthetic ones 20x (zlib) to 38x (zstd); a bomb ~1000x
+INFLATE_FLOOR = 16 << 20  # ... though any section may declare up to 16 MiB
+DEFLATE_MAX_RATIO = 1032  # deflate's largest expansion: 258 bytes per 2 bits (RFC 1951)
+
+
+def inflate_limit(compressed: int) -> tuple[int, str]:
+    """The largest inflated size a section of ``compressed`` bytes may declare, and why.
+
+    ``--max-section-size`` (the environment variable ``BBMAP_MAX_SECTION_SIZE``, bytes
+    with K/M/G suffixes) replaces the rule with its value: the user vouches for the input.
+    """
+    v = os.environ.get("BBMAP_MAX_SECTION_SIZE")
+    if v:
+        try:
+            return parse_size(v), "--max-section-size"
+        except ValueError:
+            raise BBMapError(f"BBMAP_MAX_SECTION_SIZE={v!r} is not a size (say 2G)") from None
+    ratio = max(INFLATE_FLOOR, MAX_INFLATE_RATIO * compressed)
+    if ratio < MAX_SECTION_SIZE:
+        return ratio, (f"{MAX_INFLATE_RATIO}x its {compressed} compressed bytes, "
+                       "more than a block map deflates")
+    return MAX_SECTION_SIZE, "the default limit"
+
+
+def parse_size(text: str) -> int:
+    """``"512M"`` -> 536870912; plain digits are bytes (binary K, M, G, T suffixes)."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
+    num = t[:-1] if mult > 1 else t
+    n = float(num) if "." in num else int(num, 0)
+    if n <= 0:
+        raise ValueError(text)
+    return int(n * mult)
+
 
 _SH_TYPES: dict[str, int] = {}
 for _name in dir(enums):
@@ -94,15 +135,36 @@ class Binary:
             if self._mm[:4] != b"\x7fELF":
                 raise BBMapError("not an ELF file (bad magic)", file=self.path, offset=0)
             self.elf = ELFFile(self._mm)
+            self._check_tables(size)
             self.elfclass = self.elf.elfclass
             self.little_endian = self.elf.little_endian
             self.machine = self.elf["e_machine"]
             self.e_type = ET_NAMES.get(_etype_num(self.elf["e_type"]), str(self.elf["e_type"]))
             self.sections = self._read_sections()
             self.segments = self._read_segments()
-        except (ELFError, struct.error, ValueError) as e:
+        except BBMapError:
             self.close()
-            raise BBMapError(f"malformed ELF: {e}", file=self.path) from None
+            raise
+        except (ELFError, ElfConstructError, struct.error, ValueError, OverflowError) as e:
+            self.close()
+            raise BBMapError(f"malformed ELF: {library_words(e)}", file=self.path) from None
+
+    def _check_tables(self, size: int) -> None:
+        """The program and section header tables lie inside the file (checked before
+        pyelftools seeks to them: a wild ``e_phoff`` makes it overflow, not fail)."""
+        h = self.elf.header
+        is64 = self.elf.elfclass == 64
+        for what, off_f, num_f, ent_f in (("program", "e_phoff", "e_phnum", "e_phentsize"),
+                                          ("section", "e_shoff", "e_shnum", "e_shentsize")):
+            off, num, ent = h[off_f], h[num_f], h[ent_f]
+            if num == 0 or off == 0:
+                continue  # no such table (e_shnum 0 may mean "in section 0": checked below)
+            if off + num * ent > size:
+                raise BBMapError(
+                    f"{what} header table ({num} entries of {ent} bytes at {off_f} {off:#x}) "
+                    f"lies outside the file ({size:#x} bytes)", file=self.path,
+                    section="ELF header",
+                    offset=elf_dtype("Elf_Ehdr", 64 if is64 else 32, True).fields[off_f][1])
 
     # ------------------------------------------------------------------ basics
     def close(self) -> None:
@@ -183,6 +245,9 @@ class Binary:
         return self._decompress(raw, index)
 
     def _decompress(self, raw: bytes, index: int) -> bytes:
+        """Inflate an SHF_COMPRESSED section, never past what its header declares, and
+        refuse a declared size over :data:`MAX_SECTION_SIZE` (or, for zlib, over what
+        deflate can produce from the bytes present) before allocating anything."""
         where = {"file": self.path, "section": self.section_label(index)}
         chdr = elf_structs(self.elfclass, self.little_endian).Elf_Chdr  # pyelftools' layout
         hdr = chdr.sizeof()
@@ -192,6 +257,18 @@ class Binary:
         ch_type = _enum_number(h["ch_type"], enums.ENUM_ELFCOMPRESS_TYPE)
         ch_size = h["ch_size"]
         body = raw[hdr:]
+        limit, why = inflate_limit(len(body))
+        if ch_size > limit:
+            raise BBMapError(
+                f"compressed section declares {ch_size:#x} bytes ({ch_size / 2**20:.1f} MiB) "
+                f"once inflated, over the limit of {limit / 2**20:.1f} MiB ({why}); pass "
+                "--max-section-size to raise it if the binary is that large", offset=0,
+                **where)
+        if ch_type == ELFCOMPRESS_ZLIB and ch_size > DEFLATE_MAX_RATIO * len(body) + 64:
+            raise BBMapError(
+                f"compressed section declares {ch_size:#x} bytes from {len(body):#x} "
+                f"bytes of zlib data; deflate cannot expand more than "
+                f"{DEFLATE_MAX_RATIO}x", offset=0, **where)
         try:
             if ch_type == ELFCOMPRESS_ZLIB:
                 d = zlib.decompressobj()
@@ -199,13 +276,19 @@ class Binary:
             elif ch_type == ELFCOMPRESS_ZSTD:
                 import zstandard
 
-                out = zstandard.ZstdDecompressor().decompressobj().decompress(body)
+                # read at most one byte past the declared size: a bomb stops there
+                with zstandard.ZstdDecompressor().stream_reader(body) as r:
+                    out = r.read(ch_size + 1)
             else:
                 raise BBMapError(f"unknown compression type {ch_type}", offset=0, **where)
         except (zlib.error, Exception) as e:
             if isinstance(e, BBMapError):
                 raise
-            raise BBMapError(f"cannot decompress: {e}", offset=hdr, **where) from None
+            raise BBMapError(f"cannot decompress: {library_words(e)}", offset=hdr,
+                             **where) from None
+        if len(out) > ch_size:
+            raise BBMapError(f"inflates past its declared size ch_size {ch_size}; stopped "
+                             "there", offset=0, **where)
         if len(out) != ch_size:
             raise BBMapError(f"decompressed size {len(out)} differs from ch_size {ch_size}",
                              offset=0, **where)

@@ -7,6 +7,7 @@ import json
 import click
 
 from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main
+from bbmap.cli.options import max_section_size_option
 
 
 @main.command("lookup")
@@ -27,6 +28,7 @@ from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main
               help="Resolve as a branch target (first block starting at the address).")
 @click.option("--explain", is_flag=True, help="Show what each of the three stages found.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@max_section_size_option()
 @guarded
 def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str | None,
                pid: int | None, name: str | None, base: str | None, target: bool,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -21,11 +22,41 @@ def output_option(*, required: bool = False) -> Decorator:
 
 
 def debug_dir_option() -> Decorator:
-    """``--debug-dir DIR``: where ``Binary.debug_file`` looks for a separate debug file."""
-    return click.option("--debug-dir", "debug_dirs", multiple=True,
-                        type=click.Path(file_okay=False),
-                        help="directory searched for a separate debug file by build-id "
-                             "(repeatable; /usr/lib/debug is always searched)")
+    """``--debug-dir DIR``: where ``Binary.debug_file`` looks for a separate debug file;
+    with it (every command that reads a binary) ``--max-section-size``."""
+    debug = click.option("--debug-dir", "debug_dirs", multiple=True,
+                         type=click.Path(file_okay=False),
+                         help="directory searched for a separate debug file by build-id "
+                              "(repeatable; /usr/lib/debug is always searched)")
+    limit = max_section_size_option()
+
+    def both(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return debug(limit(fn))
+    return both
+
+
+def _set_max_section_size(ctx: click.Context, param: click.Parameter, value: str | None
+                          ) -> None:
+    if value is None:
+        return
+    from bbmap.binary.elf import parse_size
+
+    try:
+        parse_size(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a size (bytes, or with K, M, G: 2G)",
+                                 ctx=ctx, param=param) from None
+    os.environ["BBMAP_MAX_SECTION_SIZE"] = value  # seen by bbmap.binary (and by workers)
+
+
+def max_section_size_option() -> Decorator:
+    """``--max-section-size SIZE``: the largest compressed section bbmap inflates
+    (``bbmap.binary.elf.inflate_limit``; by default 32x its compressed bytes, at least
+    16 MiB, at most 1 GiB)."""
+    return click.option("--max-section-size", metavar="SIZE", expose_value=False,
+                        callback=_set_max_section_size,
+                        help="inflate compressed sections up to SIZE (e.g. 4G); by default "
+                             "at most 32x their compressed size (at least 16M, at most 1G)")
 
 
 def write_output(text: str, output: str | None) -> None:
