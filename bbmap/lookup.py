@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from bbmap.binary.go import go_identity_line, no_block_map_reason
-from bbmap.errors import BBMapError, UsageError
+from bbmap.errors import UsageError
 from bbmap.index import STATUS_NAMES, BlockIndex, range_function
 from bbmap.mappings import ProfileMappings
 from bbmap.translate import (
@@ -62,12 +62,18 @@ class AddressReport:
 
 
 def parse_address(text: str) -> int:
-    """``0x1b85``, ``1b85h`` is not accepted; hex needs 0x, else decimal."""
+    """An address is hexadecimal, with or without ``0x``: ``401210`` is what ``perf
+    script``, ``addr2line``, ``nm`` and ``readelf`` print (and what llvm-symbolizer
+    reads), so it is 0x401210, never decimal 401210."""
     t = text.strip().lower()
+    digits = t[2:] if t.startswith("0x") else t
     try:
-        v = int(t, 16) if t.startswith("0x") else int(t, 10)
+        if not digits or digits.startswith(("+", "-", "_")) or "_" in digits:
+            raise ValueError(t)
+        v = int(digits, 16)
     except ValueError:
-        raise UsageError(f"not an address: {text!r} (use 0x... for hex)") from None
+        raise UsageError(f"not an address: {text!r} (hexadecimal, as perf script prints "
+                         "it: 401210 or 0x401210)") from None
     if not 0 <= v < 1 << 64:
         raise UsageError(f"address out of range: {text!r}")
     return v
@@ -79,7 +85,7 @@ class Lookuper:
     def __init__(self, binary: Any, *, mappings: ProfileMappings | None = None,
                  base: int | None = None) -> None:
         if getattr(binary, "is_relocatable", False):
-            raise BBMapError("a relocatable object's addresses are section-relative and "
+            raise UsageError("a relocatable object's addresses are section-relative and "
                              "overlap; look up addresses in the linked binary",
                              file=str(binary.path))
         self.binary = binary

@@ -159,3 +159,168 @@ def patch_symbol(src: str | os.PathLike, dst: str | os.PathLike, name: str, *,
 
 
 STT_NOTYPE, STT_OBJECT, STT_FUNC = 0, 1, 2
+
+
+# ---------------------------------------------------------------------------- raw bytes
+# Bit-level mutants for the hostile-input tests (issue 18): one field of an ELF header,
+# section header or perf.data record set to a chosen value, the rest of the file intact.
+
+ELF64_EHDR = {"e_phoff": (0x20, "Q"), "e_shoff": (0x28, "Q"), "e_phnum": (0x38, "H"),
+              "e_shnum": (0x3C, "H"), "e_shentsize": (0x3A, "H"), "e_shstrndx": (0x3E, "H")}
+ELF64_SHDR = {"sh_name": (0, "I"), "sh_type": (4, "I"), "sh_flags": (8, "Q"), "sh_addr": (16, "Q"),
+              "sh_offset": (24, "Q"), "sh_size": (32, "Q"), "sh_link": (40, "I"),
+              "sh_info": (44, "I"), "sh_addralign": (48, "Q"), "sh_entsize": (56, "Q")}
+
+
+def read_bytes(path: str | os.PathLike) -> bytearray:
+    with open(path, "rb") as fh:
+        return bytearray(fh.read())
+
+
+def write_mutant(dst: str | os.PathLike, data: bytes | bytearray) -> str:
+    write_atomic(dst, bytes(data))
+    os.chmod(dst, 0o755)
+    return os.fspath(dst)
+
+
+def set_ehdr(data: bytearray, field: str, value: int) -> bytearray:
+    """Set one ELF64 (little-endian) file header field."""
+    off, fmt = ELF64_EHDR[field]
+    struct.pack_into("<" + fmt, data, off, value)
+    return data
+
+
+def section_index(data: bytes | bytearray, name: str) -> int:
+    """The index of the first section called ``name`` (ELF64 little-endian)."""
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    stroff, = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 24)
+    for i in range(shnum):
+        nm, = struct.unpack_from("<I", data, shoff + i * shentsize)
+        end = data.index(b"\0", stroff + nm)
+        if data[stroff + nm: end].decode() == name:
+            return i
+    raise KeyError(name)
+
+
+def section_field(data: bytes | bytearray, name: str, field: str) -> int:
+    pos, _, _ = _section_header_pos(data, section_index(data, name))
+    off, fmt = ELF64_SHDR[field]
+    return struct.unpack_from("<" + fmt, data, pos + off)[0]
+
+
+def set_section(data: bytearray, name: str, field: str, value: int) -> bytearray:
+    """Set one field of section ``name``'s header (ELF64 little-endian)."""
+    pos, _, _ = _section_header_pos(data, section_index(data, name))
+    off, fmt = ELF64_SHDR[field]
+    struct.pack_into("<" + fmt, data, pos + off, value)
+    return data
+
+
+def perf_records(data: bytes | bytearray) -> list[tuple[int, int, int]]:
+    """``(file offset, type, size)`` of each record in a perf.data file's data section."""
+    doff, dsize = struct.unpack_from("<QQ", data, 0x28)
+    out, off = [], doff
+    while off + 8 <= doff + dsize:
+        typ, _misc, size = struct.unpack_from("<IHH", data, off)
+        if size < 8:
+            break
+        out.append((off, typ, size))
+        off += size
+    return out
+
+
+# ---------------------------------------------------------------------------- random mutants
+# What a hostile user or a damaged disk gives: bits flipped, a file cut short, a size,
+# offset or count field set to 0 or to a huge value.  Deterministic for a given rng.
+
+WILD_VALUES = (0, 1, 0x7F, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 0x8000000000000000,
+               0xFFFFFFFFFFFFFFFF, 0xFF00000000000000)
+
+
+def _put_wild(data: bytearray, pos: int, width: int, rng) -> str:
+    v = rng.choice(WILD_VALUES) if rng.random() < 0.8 else rng.getrandbits(8 * width)
+    v &= (1 << (8 * width)) - 1
+    data[pos: pos + width] = v.to_bytes(width, "little")
+    return f"u{8 * width}@{pos:#x}={v:#x}"
+
+
+def _elf_fields(data: bytes | bytearray, rng) -> tuple[int, int]:
+    """(file position, width) of a random header field: ELF header or a section header."""
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    if rng.random() < 0.25 or not shnum or shoff + shnum * shentsize > len(data):
+        off, fmt = rng.choice(list(ELF64_EHDR.values()))
+        return off, struct.calcsize(fmt)
+    i = rng.randrange(shnum)
+    off, fmt = rng.choice(list(ELF64_SHDR.values()))
+    return shoff + i * shentsize + off, struct.calcsize(fmt)
+
+
+def _perf_fields(data: bytes | bytearray, rng) -> tuple[int, int]:
+    """(file position, width) of a random perf.data size/offset field: the file header's,
+    a record header's size, or any aligned word inside a record."""
+    if data[:8] != b"PERFILE2" or rng.random() < 0.2:
+        return rng.choice(((0x08, 8), (0x10, 8), (0x18, 8), (0x20, 8), (0x28, 8), (0x30, 8),
+                           (0x38, 8), (0x40, 8), (0x48, 8))) if data[:8] == b"PERFILE2" \
+            else (8, 8)
+    recs = perf_records(data)
+    if not recs:
+        return 0x30, 8
+    off, _typ, size = rng.choice(recs)
+    if rng.random() < 0.3:
+        return off + 6, 2  # the record's size
+    word = rng.randrange(1, max(2, size // 8))
+    width = rng.choice((2, 4, 8))
+    return min(off + 8 * word, len(data) - width), width
+
+
+def random_mutant(data: bytes, kind: str, rng) -> tuple[bytes, str]:
+    """One mutant of ``data`` (``kind`` "elf" or "perf") and a description of it."""
+    d = bytearray(data)
+    how = rng.choice(("flip", "flip", "field", "field", "field", "truncate", "zero-run"))
+    if how == "flip":
+        n = rng.choice((1, 1, 2, 4, 16))
+        spots = sorted(rng.randrange(len(d)) for _ in range(n))
+        for p in spots:
+            d[p] ^= 1 << rng.randrange(8)
+        return bytes(d), f"flip {n} bit(s) at {', '.join(hex(p) for p in spots[:4])}"
+    if how == "field":
+        pos, width = (_elf_fields if kind == "elf" else _perf_fields)(d, rng)
+        desc = "field " + _put_wild(d, pos, width, rng)
+        return bytes(d), desc
+    if how == "truncate":
+        n = rng.randrange(1, len(d))
+        return bytes(d[:n]), f"truncate to {n} bytes"
+    p = rng.randrange(len(d))
+    n = rng.choice((8, 64, 512))
+    d[p: p + n] = bytes(len(d[p: p + n]))
+    return bytes(d), f"zero {n} bytes at {p:#x}"
+
+
+def compressed_map_bomb(src: str | os.PathLike, dst: str | os.PathLike, inflated: int, *,
+                        declared: int | None = None, algo: str = "zlib") -> str:
+    """``src`` with its first block-map section replaced by a SHF_COMPRESSED one whose
+    body inflates to ``inflated`` zero bytes (header ``ch_size``: ``declared``, default the
+    truth): a decompression bomb of the size a hostile user chooses."""
+    import zlib
+
+    data = read_bytes(src)
+    idx = section_index(data, ".llvm_bb_addr_map")
+    zeros = bytes(min(inflated, 1 << 24))
+    if algo == "zlib":
+        c = zlib.compressobj(9)
+        parts = [c.compress(zeros) for _ in range(inflated // len(zeros))]
+        parts.append(c.compress(bytes(inflated % len(zeros))))
+        body = b"".join(parts) + c.flush()
+        ch_type = 1
+    else:
+        import zstandard
+        body = zstandard.ZstdCompressor(level=19).compress(bytes(inflated))
+        ch_type = 2
+    chdr = struct.pack("<IIQQ", ch_type, 0, inflated if declared is None else declared, 1)
+    replace_section_bytes(data, idx, chdr + body)
+    pos, _, _ = _section_header_pos(data, idx)
+    flags, = struct.unpack_from("<Q", data, pos + 8)
+    struct.pack_into("<Q", data, pos + 8, flags | 0x800)  # SHF_COMPRESSED
+    return write_mutant(dst, data)

@@ -42,6 +42,8 @@ class MappingsSpace:
         return c.where, c.vaddr, c.dso
 
 
+DAMAGED = "the profile is damaged or truncated:"  # said first: it explains what follows
+
 def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN001
                  warnings: list[Diagnostic], *, name_override: str | None = None,
                  pid: int | None = None, chunk_samples: int = 65536,
@@ -75,7 +77,7 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
     stop = _damaged_at(perf)
     if stop is not None:
         warnings.append(Diagnostic(
-            f"the profile is damaged or truncated: the counts cover only the {samples} "
+            f"{DAMAGED} the counts cover only the {samples} "
             f"samples before offset {stop:#x}", file=path, severity="error"))
     explained = ev.explain()
     for d in pm.diagnostics:

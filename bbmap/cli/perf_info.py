@@ -33,5 +33,11 @@ def perf_info_cmd(perf_data: str, as_json: bool, output: str | None) -> None:
             click.echo(f"bbmap: error: {w}", err=True)
         elif output:
             click.echo(f"bbmap: warning: {w}", err=True)
-    if info["errors"]:
+    if info["trust_end"] is not None and not any(w in errors for w in info["warnings"]):
+        # the reader marked where trust ends (a truncated or damaged stream): the counts
+        # above are incomplete, so the exit code says so, with the reason
+        click.echo(f"bbmap: error: {perf_data}: the file is damaged or truncated at offset "
+                   f"{info['trust_end']:#x}: the counts cover only what precedes it",
+                   err=True)
+    if info["errors"] or info["trust_end"] is not None:
         sys.exit(EXIT_PROBLEMS)

@@ -109,7 +109,11 @@ def exit_if_failed(result: Any) -> None:
     (an ``AnnotateResult`` whose ``failed`` is set)."""
     if not result.failed:
         return
+    from bbmap.aggregate.profile import DAMAGED
+
     errors = [d for d in result.warnings if d.severity == "error"]
+    # a damaged profile first: "no samples" or "pass --name" follow from it
+    errors.sort(key=lambda d: not d.message.startswith(DAMAGED))
     for d in errors:
         click.echo(f"bbmap: error: {d}", err=True)
     if not errors:
