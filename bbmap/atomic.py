@@ -16,13 +16,39 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from typing import IO
 
 from bbmap.errors import BBMapError
+
+
+class Terminated(BaseException):  # noqa: N818 - named for the signal, like KeyboardInterrupt
+    """SIGTERM arrived while a temporary output existed (``timeout``, a scheduler): raised
+    like KeyboardInterrupt on SIGINT, so the temporary file is removed on the way out."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While writing: SIGTERM raises :class:`Terminated` instead of killing the process
+    with a temporary file left behind (only where the default action was in force)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @contextlib.contextmanager
@@ -59,6 +85,12 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         except OSError as e:
             raise _output_error(path, e) from None
         return
+    with _sigterm_raises():
+        yield from _write_renamed(path, real, st, mode, enc, errors)
+
+
+def _write_renamed(path: str, real: str, st: os.stat_result | None, mode: str,
+                   enc: str | None, errors: str | None) -> Iterator[IO]:
     try:
         fd, tmp = tempfile.mkstemp(prefix=".bbmap-", suffix=".tmp",
                                    dir=os.path.dirname(real))

@@ -8,6 +8,7 @@ before issue 18: the comment says how.)
 
 from __future__ import annotations
 
+import os
 import struct
 
 import pytest
@@ -250,3 +251,57 @@ def test_lookup_refusing_an_object_file_exits_2():
     """Was: exit 3, which the README keeps for unreadable input."""
     code, out = cli("lookup", OBJ, "0x10")
     assert code == 2 and "relocatable" in one_error_line(out), out
+
+
+# ------------------------------------------------------------------ outputs a pipeline keeps
+@have_corpus
+@pytest.mark.parametrize("cmd", ["annotate-symorder", "annotate-propeller", "cfg", "layout"])
+def test_a_run_that_maps_nothing_keeps_the_previous_output(tmp_path, cmd):
+    """Was: exit 1, but the previous -o file replaced by an empty or header-only one."""
+    other = PIE_BINARY.replace("addrmap", "list")  # another build: nothing maps
+    out = tmp_path / "previous.out"
+    out.write_text("the last good profile\n")
+    args = {"annotate-symorder": ["annotate", PIE_PROFILE, other, "--format", "symorder",
+                                  "-o", str(out)],
+            "annotate-propeller": ["annotate", PIE_PROFILE, other, "--format", "propeller",
+                                   "-o", str(out)],
+            "cfg": ["cfg", PIE_PROFILE, other, "-o", str(out)],
+            "layout": ["layout", PIE_PROFILE, other, "--cc-profile", str(out)]}[cmd]
+    code, text = cli(*args)
+    assert code == 1, text
+    assert out.read_text() == "the last good profile\n"
+    assert f"nothing mapped: {out} not replaced" in text, text
+    fresh = tmp_path / "fresh.out"  # no previous file: written, as before
+    code, text = cli(*[str(fresh) if a == str(out) else a for a in args])
+    assert code == 1 and fresh.exists()
+
+
+_SIGTERM_WRITER = """
+import os, signal, sys, time
+import click
+from bbmap.atomic import atomic_open
+from bbmap.cli import guarded
+
+@click.command()
+@click.argument("out")
+@guarded
+def write(out):
+    with atomic_open(out) as fh:
+        fh.write("partial")
+        fh.flush()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+
+write()
+"""
+
+
+def test_sigterm_while_writing_removes_the_temporary_file(tmp_path):
+    """Was: SIGTERM (timeout, schedulers) left .bbmap-*.tmp beside the output."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _SIGTERM_WRITER, str(tmp_path / "out.txt")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 143, (r.returncode, r.stderr)
+    assert "bbmap: terminated" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == [], os.listdir(tmp_path)

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from bbmap.atomic import Terminated
 from bbmap.errors import BBMapError, UsageError, is_decoding_error, library_words
 
 EXIT_OK = 0
@@ -50,6 +51,9 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except KeyboardInterrupt:
             click.echo("bbmap: interrupted", err=True)
             sys.exit(130)
+        except Terminated:  # SIGTERM while writing: the temporary output is gone
+            click.echo("bbmap: terminated", err=True)
+            sys.exit(128 + 15)
         except (click.exceptions.Exit, click.exceptions.ClickException):
             raise
         except Exception as e:  # noqa: BLE001 - last line of defence, still one line

@@ -61,7 +61,7 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int
         if progress:
             progress.close()
     text = _render(result, fmt, top, int(cluster_version), output is None)
-    write_output(text, output)
+    write_output(text, output, keep_existing=result.status == "nothing_mapped")
     exit_if_failed(result)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from bbmap.cli import guarded, main
-from bbmap.cli.options import output_option
+from bbmap.cli.options import keep_previous, output_option
 from bbmap.cli.profile_args import (
     annotate_kwargs,
     exit_if_failed,
@@ -59,7 +59,8 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
     else:
         from bbmap.outputs.svg import render_svg
         text = render_svg(result, keys, top=top, heat=heat, range_labels=labels)
-    write_atomic(output, text)
+    if result.status != "nothing_mapped" or keep_previous(output):
+        write_atomic(output, text)
     exit_if_failed(result)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from bbmap.cli import guarded, main
-from bbmap.cli.options import output_option, write_output
+from bbmap.cli.options import keep_previous, output_option, write_output
 from bbmap.cli.profile_args import (
     annotate_kwargs,
     exit_if_failed,
@@ -78,11 +78,12 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     result = annotate(perf_paths, binary, **annotate_kwargs(**profile))
     mode = "layout-only" if layout_only else "split-only" if split_only else "split"
     plan = plan_layout(result, params=params, mode=mode, function_order=function_order)
-    if cc_profile:
+    nothing = result.status == "nothing_mapped"  # keep the last good profiles
+    if cc_profile and (not nothing or keep_previous(cc_profile)):
         write_atomic(cc_profile, render_cc_profile(plan, version=int(cluster_version),
                                                    verbose=verbose))
-    if ld_profile:
+    if ld_profile and (not nothing or keep_previous(ld_profile)):
         write_atomic(ld_profile, render_ld_profile(plan))
     report = render_report_json(plan) if as_json else render_report(plan)
-    write_output(report, output)
+    write_output(report, output, keep_existing=nothing)
     exit_if_failed(result)

@@ -59,9 +59,24 @@ def max_section_size_option() -> Decorator:
                              "at most 32x their compressed size (at least 16M, at most 1G)")
 
 
-def write_output(text: str, output: str | None) -> None:
-    """``text`` to ``-o`` (atomically), else to stdout: what every text-writing command does."""
+def write_output(text: str, output: str | None, *, keep_existing: bool = False) -> None:
+    """``text`` to ``-o`` (atomically), else to stdout: what every text-writing command does.
+
+    ``keep_existing`` (a result that mapped nothing): an existing ``-o`` file is left as it
+    was -- a pipeline keeps its last good profile -- and stderr says so."""
     if output:
+        if keep_existing and not keep_previous(output):
+            return
         write_atomic(output, text)
     else:
         click.echo(text, nl=False)
+
+
+def keep_previous(output: str) -> bool:
+    """For a result that mapped nothing: True when ``output`` may be written (it does not
+    exist yet, or is not a regular file); else say that it is kept and return False."""
+    if not os.path.isfile(output):
+        return True
+    click.echo(f"bbmap: error: nothing mapped: {output} not replaced (it keeps its previous "
+               "contents)", err=True)
+    return False
