@@ -110,6 +110,7 @@ SUBCOMMANDS = {
     "annotate": "bbmap.cli.annotate",
     "cfg": "bbmap.cli.cfg",
     "dump": "bbmap.cli.dump",
+    "fleet": "bbmap.cli.fleet",
     "layout": "bbmap.cli.layout",
     "lookup": "bbmap.cli.lookup",
     "merge": "bbmap.cli.merge",

@@ -1,0 +1,114 @@
+"""``bbmap fleet PROFILES... BINARY -o FILE``: many profiles on Dask (spec/fleet.md)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from bbmap.cli import guarded, main
+from bbmap.cli.options import output_option
+from bbmap.cli.profile_args import profile_options
+
+
+@main.command("fleet")
+@click.argument("inputs", nargs=-1, required=True, metavar="PROFILES... BINARY")
+@output_option(required=True)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="also write the annotate JSON of the merged aggregate here")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="a running Dask scheduler (tcp://host:8786); workers must see the "
+                   "profiles and the binary at the same paths")
+@click.option("--local-workers", type=click.IntRange(min=1), default=None,
+              help="start a local cluster of N worker processes (default: the CPUs)")
+@click.option("--memory-limit", default="2GiB", show_default=True,
+              help="per local worker; over it the worker restarts and its tasks rerun")
+@click.option("--batch-files", type=click.IntRange(min=1), default=32, show_default=True,
+              help="profiles per task at most")
+@click.option("--batch-mib", type=click.IntRange(min=1), default=64, show_default=True,
+              help="MiB of profiles per task at most (unless one is bigger)")
+@click.option("--fan-in", type=click.IntRange(min=2), default=16, show_default=True,
+              help="aggregates merged per reduction task")
+@click.option("--progress/--no-progress", default=None,
+              help="progress bar on stderr (default: when stderr is a terminal)")
+@profile_options
+@guarded
+def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
+              scheduler: str | None, local_workers: int | None, memory_limit: str,
+              batch_files: int, batch_mib: int, fan_in: int, progress: bool | None,
+              **profile: Any) -> None:
+    """Aggregate PROFILES (paths, globs or @listfiles) against BINARY on Dask distributed:
+    one task per small batch, a tree reduction of the aggregates, the merged aggregate
+    written to -o.  An unreadable or corrupt profile does not stop the run: it is named
+    with its error in the aggregate's provenance (and on stderr) and the exit code is 1.
+    The result equals `bbmap annotate --keep-going` of the same profiles, byte for byte."""
+    from bbmap.cli import refuse_output_over_input
+    from bbmap.cli.profile_args import exit_if_incomplete, session_kwargs
+    from bbmap.errors import UsageError
+    from bbmap.fleet.run import expand_profiles, run_fleet
+
+    if len(inputs) < 2:
+        raise UsageError("need profiles and the binary (bbmap fleet 'prof/*.data' ./binary "
+                         "-o fleet.agg)")
+    if scheduler and local_workers:
+        raise UsageError("--scheduler and --local-workers exclude each other")
+    *profs, binary = inputs
+    refuse_output_over_input(output, inputs)
+    paths = expand_profiles(profs)
+    opts = session_kwargs(**profile)
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = _Bar() if show else None
+    try:
+        run = run_fleet(paths, binary, options=opts, scheduler=scheduler,
+                        local_workers=local_workers, memory_limit=memory_limit,
+                        batch_bytes=batch_mib << 20, batch_files=batch_files, fan_in=fan_in,
+                        progress=bar.update if bar else None)
+    finally:
+        if bar:
+            bar.close()
+    from bbmap.aggregate.store import write_aggregate
+
+    write_aggregate(run.aggregate, output)
+    click.echo(f"bbmap: {run.profiles} profiles in {run.tasks} tasks and {run.merges} merges "
+               f"on {run.workers} workers: {run.seconds:.1f} s "
+               f"({run.profiles / max(run.seconds, 1e-9):.0f} profiles/s)", err=True)
+    if json_out:
+        from bbmap.aggregate.api import Session
+        from bbmap.atomic import write_atomic
+        from bbmap.outputs.jsonout import render_json
+
+        s = Session(binary, **opts)
+        s.add_aggregate(run.aggregate, output)
+        write_atomic(json_out, render_json(s.result(inference=profile["inference"],
+                                                    solver=profile["inference_solver"])))
+    exit_if_incomplete(run.aggregate)
+
+
+class _Bar:
+    """A rich progress bar on stderr: profiles done of all, rate, time left."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._p = Progress("profiles", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                           TimeRemainingColumn(), console=Console(stderr=True),
+                           transient=True)
+        self._task = None
+
+    def update(self, done: int, total: int) -> None:
+        if self._task is None:
+            self._p.start()
+            self._task = self._p.add_task("profiles", total=total)
+        self._p.update(self._task, completed=done)
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._p.stop()

@@ -1,0 +1,141 @@
+"""``bbmap fleet`` (bbmap/fleet/run.py) on a real Dask LocalCluster: the merged aggregate
+is byte-identical to one process's, corrupt profiles are named, and killing a worker
+mid-run changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import sys
+
+import pytest
+
+from tests.helpers import CORPUS, PIE_BINARY, PIE_PROFILE, cli
+
+pytest.importorskip("pyarrow")
+distributed = pytest.importorskip("distributed")
+
+sys.path.insert(0, str(CORPUS / "tools"))
+import split_profile  # noqa: E402
+
+from bbmap.aggregate import store  # noqa: E402
+from bbmap.aggregate.api import Session  # noqa: E402
+from bbmap.fleet.run import batches, expand_profiles, run_fleet  # noqa: E402
+
+LBR = os.path.join(CORPUS, "lbr", "c22-addrmap-pie-lbr", "perf.data")
+
+
+@pytest.fixture(scope="module")
+def pieces(tmp_path_factory):
+    """60 pieces of the plain profile, 20 of the LBR one, 2 truncated, 2 not perf data."""
+    d = tmp_path_factory.mktemp("fleet")
+    paths = split_profile.split(PIE_PROFILE, str(d), 60, prefix="plain")
+    paths += split_profile.split(LBR, str(d), 20, prefix="lbr")
+    for i, src in enumerate(paths[:2]):
+        with open(src, "rb") as fh:
+            raw = fh.read()
+        off, size = struct.unpack_from("<QQ", raw, 40)  # the data section (perf header)
+        (d / f"trunc-{i}.data").write_bytes(raw[: off + size * 3 // 4])
+        (d / f"garbage-{i}.data").write_bytes(b"\x00junk" * 50)
+    return sorted(str(p) for p in d.iterdir())
+
+
+@pytest.fixture(scope="module")
+def one_process(pieces):
+    s = Session(PIE_BINARY, keep_going=True, cluster_stats=True, hash_profiles=True)
+    s.add_all(pieces)
+    return store.aggregate_bytes(s.aggregate())
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=":0", memory_limit="1GiB")
+    c = Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def test_split_pieces_count_what_the_source_counts(pieces):
+    whole = Session(PIE_BINARY)
+    whole.add(PIE_PROFILE)
+    whole.add(LBR)
+    parts = Session(PIE_BINARY)
+    parts.add_all([p for p in pieces if "/plain-" in p or "/lbr-" in p])
+    a, b = whole.result(inference="off"), parts.result(inference="off")
+    assert a.accounting.to_json() == b.accounting.to_json()
+    assert (a.block_count == b.block_count).all() and (a.block_samples == b.block_samples).all()
+
+
+def test_fleet_equals_one_process_and_names_corrupt_profiles(client, pieces, one_process):
+    run = run_fleet(pieces, PIE_BINARY, client=client, batch_files=3, fan_in=3)
+    assert store.aggregate_bytes(run.aggregate) == one_process
+    bad = {p.info.path: p.error or next(w.message for w in p.warnings
+                                         if w.severity == "error")
+           for p in run.aggregate.profiles
+           if p.error or any(w.severity == "error" for w in p.warnings)}
+    assert sorted(bad) == sorted(p for p in pieces if "trunc" in p or "garbage" in p)
+    assert all("not perf data" in bad[p] for p in bad if "garbage" in p)
+    assert all("damaged or truncated" in bad[p] for p in bad if "trunc" in p)
+    assert run.aggregate.incomplete and run.merges >= 2
+
+
+def test_killing_a_worker_mid_run_changes_nothing(client, pieces, one_process):
+    pids_before = client.run(os.getpid)
+    killed: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        if done >= 12 and not killed:  # tasks are still queued and results held
+            pid = sorted(pids_before.values())[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    run = run_fleet(pieces, PIE_BINARY, client=client, batch_files=1, fan_in=4,
+                    progress=progress)
+    assert killed and killed[0] not in client.run(os.getpid).values()
+    assert store.aggregate_bytes(run.aggregate) == one_process
+
+
+def test_batches_and_globs(pieces, tmp_path):
+    bs = batches(pieces, batch_files=7)
+    assert [p for b in bs for p in b] == pieces and max(map(len, bs)) == 7
+    big = batches(pieces, batch_bytes=1)  # each file alone once over the byte budget
+    assert all(len(b) == 1 for b in big)
+    d = os.path.dirname(pieces[0])
+    assert expand_profiles([os.path.join(d, "lbr-*.data")]) == [p for p in pieces
+                                                                if "/lbr-" in p]
+    lst = tmp_path / "list.txt"
+    lst.write_text("\n".join(pieces[:5]) + "\n")
+    assert expand_profiles([f"@{lst}"]) == pieces[:5]
+    with pytest.raises(Exception, match="no file matches"):
+        expand_profiles([os.path.join(d, "nothing-*.data")])
+
+
+def test_cli_fleet_one_local_worker(pieces, tmp_path):
+    out, js = str(tmp_path / "f.agg"), str(tmp_path / "f.json")
+    few = [p for p in pieces if "plain-0000" in p or "lbr-0000" in p or "garbage-0" in p]
+    code, text = cli("fleet", *few, PIE_BINARY, "--local-workers", "1", "-o", out,
+                     "--json", js, "--no-progress")
+    assert code == 1, text
+    assert "garbage-0.data" in text and "incomplete: 1 of" in text
+    code, _ = cli("annotate", "--keep-going", *few, PIE_BINARY, "--format", "json", "-o",
+                  str(tmp_path / "a.json"))
+    assert code == 1
+    with open(js, "rb") as a, open(tmp_path / "a.json", "rb") as b:
+        assert a.read() == b.read()
+    doc = json.loads(open(js).read())  # noqa: SIM115
+    assert sum(1 for p in doc["profiles"] if "error" in p) == 1
+
+
+def test_cli_fleet_usage_errors(tmp_path):
+    code, text = cli("fleet", PIE_PROFILE, PIE_BINARY, "--local-workers", "1",
+                     "--scheduler", "tcp://127.0.0.1:1", "-o", str(tmp_path / "x.agg"))
+    assert code == 2 and "exclude" in text
+    code, text = cli("fleet", str(tmp_path / "none-*.data"), PIE_BINARY,
+                     "-o", str(tmp_path / "x.agg"))
+    assert code == 3 and "no file matches" in text
