@@ -555,12 +555,19 @@ def _from_table(table, meta: dict[str, str]) -> Aggregate:  # noqa: ANN001
     B = int(meta["num_blocks"])
     K = int(meta["num_functions"])
     cluster = meta.get("cluster_stats") == "1"
-    section = table.column("section")
-    section = section.combine_chunks() if hasattr(section, "combine_chunks") else section
-    sec = pc.cast(section, "string") if hasattr(section, "dictionary") else section
-    parts = {}
-    for name in SECTIONS:
-        parts[name] = table.filter(pc.equal(sec, name))
+    # rows are written grouped by section (SECTIONS order): slice the runs, no filtering
+    sec = pc.cast(table.column("section"), "string").to_pylist()
+    runs: dict[str, tuple[int, int]] = {}
+    i = 0
+    while i < len(sec):
+        j = i
+        while j < len(sec) and sec[j] == sec[i]:
+            j += 1
+        if sec[i] in runs or sec[i] not in SECTIONS:
+            raise ValueError(f"section {sec[i]!r} unknown or not in one run of rows")
+        runs[sec[i]] = (i, j)
+        i = j
+    parts = {name: table.slice(*_span(runs.get(name))) for name in SECTIONS}
 
     def col(t, name: str, dtype) -> np.ndarray:  # noqa: ANN001
         c = t.column(name)
@@ -638,6 +645,10 @@ def _from_table(table, meta: dict[str, str]) -> Aggregate:  # noqa: ANN001
         dso_samples=dict(sorted(dso["samples"].items())),
         dso_branches=dict(sorted(dso["branches"].items())), profiles=profiles,
         function_labels=flabels, block_labels=blabels)
+
+
+def _span(run: tuple[int, int] | None) -> tuple[int, int]:
+    return (0, 0) if run is None else (run[0], run[1] - run[0])
 
 
 def merge_files(paths: list[str], *, group: int = 256) -> Aggregate:
