@@ -178,12 +178,16 @@ def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argpars
     # deterministic measures
     for row, b in builds.items():
         m: dict[str, Any] = {}
+        keep = w / "measure" / row  # for bench/e2e/compare.py
+        keep.mkdir(parents=True)
+        (keep / "binary").write_text(f"{b}\n")
         for geo, spec in measure.I1_GEOMETRIES.items():
             r = clock.step(s + f"{row} cachegrind {geo}", measure.cachegrind, b, meas_argv,
-                           spec)
+                           spec, keep / f"cachegrind-{geo}.out")
             m["instructions"] = r["instructions"]
             m[f"i1_misses_{geo}"] = r["i1_misses"]
-        cg = clock.step(s + f"{row} callgrind", measure.callgrind, b, meas_argv)
+        cg = clock.step(s + f"{row} callgrind", measure.callgrind, b, meas_argv,
+                        keep / "callgrind.out")
         m.update(instructions_in_binary=cg.instructions_in_binary,
                  taken_branches=cg.taken_in_binary,
                  taken_conditional=cg.taken_cond_in_binary,

@@ -152,3 +152,58 @@ def test_superblock_tracer_equals_instruction_tracer(tmp_path):
     if not extra:  # then the stacks are the same too
         assert sb_stacks == mem_stacks
     assert sb["taken_branches_in_binary"] == mem["taken_branches_in_binary"] + sum(extra.values())
+
+
+def _kept_sequences(binary: Path, tmp: Path, monkeypatch, scope: str) -> dict:
+    """Run both tracers in-process; every kept branch in order, and each run's lbr-info."""
+    import argparse
+    got: dict[str, list] = {}
+    cur = [""]
+    orig = lbr.StackSampler.feed
+
+    def feed(self, f, t, tm):
+        got.setdefault(cur[0], []).extend(zip(f.tolist(), t.tolist()))
+        return orig(self, f, t, tm)
+
+    monkeypatch.setattr(lbr.StackSampler, "feed", feed)
+    info = {}
+    for tracer in ("mem", "sb"):
+        cur[0] = tracer
+        lbr.run(argparse.Namespace(
+            binary=str(binary), readobj=str(CORPUS / "golden" / "c22-addrmap-pie.readobj22.json"),
+            rounds=5, args=None, tracer=tracer, scope=scope, every=300, variant="none", seed=1,
+            out=str(tmp / tracer / "case"), work=str(tmp / f"work-{tracer}")))
+        info[tracer] = json.loads((tmp / tracer / "case" / "lbr-info.json").read_text())
+    return {"seq": got, "info": info}
+
+
+@pytest.mark.skipif(VALGRIND is None, reason="valgrind is not installed")
+def test_user_scope_keeps_libc_branches(tmp_path, monkeypatch):
+    """--scope user: every branch of the client's code (libc, ld.so) is kept, as user-mode
+    LBR records it.  Both tracers keep the same branches in the same order, but for the
+    jumps onto the next instruction that only ``sb`` sees; each library is mapped."""
+    src = corpus_binary("c22-addrmap-pie")
+    binary = tmp_path / src.name
+    shutil.copy2(src, binary)
+    r = _kept_sequences(binary, tmp_path, monkeypatch, "user")
+    mem, sb = r["seq"]["mem"], r["seq"]["sb"]
+    info = r["info"]["sb"]
+    assert info["scope"] == "user" and info["unexplained"] == 0
+    # valgrind's own code (its ld.so redirections, the freeres call at exit) is not traced
+    assert info["superblocks_outside_traced_code"] < 100
+    space = lbr.AddressSpace([lbr.Mapping(int(m["start"], 16), int(m["end"], 16),
+                                          int(m["pgoff"], 16), m["path"])
+                              for m in info["mappings"]])
+    cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+
+    def onto_next(f: int, t: int) -> bool:
+        ins = next(cs.disasm_lite(space.code(f, 16), f))
+        return ins[0] + ins[1] == t and lbr.insn_kind(ins[2]) == lbr.UNCOND
+
+    assert [b for b in sb if not onto_next(*b)] == mem
+    lo = int(info["mmap"]["start"], 16)
+    hi = lo + int(info["mmap"]["len"], 16)
+    assert sum(1 for f, t in mem if not (lo <= f < hi and lo <= t < hi)) > 1000  # libc's own
+    paths = {m["path"] for m in info["mappings"]}
+    assert str(binary.resolve()) in paths and any("libc.so" in p for p in paths)
+    assert not any("valgrind" in p for p in paths)

@@ -49,11 +49,13 @@ _I1 = re.compile(r"I1\s+misses:\s+([\d,]+)")
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
-def cachegrind(binary: Path, argv: list[str], i1: str) -> dict[str, int]:
-    """Instructions and I1 misses of one run under cachegrind with I1 geometry ``i1``."""
+def cachegrind(binary: Path, argv: list[str], i1: str, keep: Path | None = None
+               ) -> dict[str, int]:
+    """Instructions and I1 misses of one run under cachegrind with I1 geometry ``i1``
+    (``keep``: where to leave its per-function output, names not demangled)."""
     p = run(["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--I1={i1}", f"--D1={D1}",
-             f"--LL={LL}", "--cachegrind-out-file=/dev/null", str(binary), *argv],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             f"--LL={LL}", "--demangle=no", f"--cachegrind-out-file={keep or '/dev/null'}",
+             str(binary), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     m, n = _I1.search(p.stderr), _IREFS.search(p.stderr)
     if not m or not n:
         raise RuntimeError(f"cachegrind printed no summary for {binary}: {p.stderr[-400:]}")

@@ -167,11 +167,12 @@ def record_ip(binary: Path, argv: list[str], out: Path, period_ns: int, repeat: 
 
 def record_lbr(binary: Path, argv: list[str], golden: Path, out: Path, work: Path,
                every: int) -> dict[str, Any]:
-    """An LBR perf.data of one traced run of the profiling input (``lbr.py --tracer sb``),
-    then proved: ``perf script -F ip,brstack`` must read back every stack as written."""
-    sh([sys.executable, str(LBR_TOOL), "--tracer", "sb", "--binary", str(binary),
-        "--readobj", str(golden), "--every", str(every), "--out", str(out), "--work", str(work),
-        "--args", *argv], log=work / "lbr.log")
+    """An LBR perf.data of one traced run of the profiling input (``lbr.py --tracer sb
+    --scope user``: the stacks hold libc's branches too, as user-mode LBR does), then proved:
+    ``perf script -F ip,brstack`` must read back every stack as written."""
+    sh([sys.executable, str(LBR_TOOL), "--tracer", "sb", "--scope", "user",
+        "--binary", str(binary), "--readobj", str(golden), "--every", str(every),
+        "--out", str(out), "--work", str(work), "--args", *argv], log=work / "lbr.log")
     with open(out / "script-brstack.txt", "w") as f:
         sh(["perf", "script", "-i", str(out / "perf.data"), "-F", "ip,brstack"], stdout=f)
     sh([sys.executable, str(LBR_TOOL), "--check", str(out), "--work", str(work)])

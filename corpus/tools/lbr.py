@@ -52,6 +52,7 @@ Usage (from corpus/build):
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import random
@@ -61,6 +62,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +83,8 @@ MAX_INSNS = 60
 # the first branch left) and without loop unrolling (several iterations per superblock
 # entry); callgrind and exp-bbv force the same two settings
 EXACT_VEX = ["--vex-guest-chase=no", "--vex-iropt-unroll-thresh=0"]
-CHUNK_BYTES = 1 << 24  # lackey text read per numpy pass (~1.4M superblocks)
+SHORT_WINDOW = 96  # bytes decoded first for a new superblock
+CHUNK_BYTES = 1 << 22  # lackey text read per numpy pass (~350k superblocks)
 FLUSH_BRANCHES = 1 << 16  # mem tracer: kept branches buffered before sampling
 
 
@@ -139,18 +142,70 @@ def readobj_blocks(golden: Path) -> list[dict[str, Any]]:
 _NAME = re.compile(r"aspacem \((\d+),\d+,\d+\) (\S+)")
 _SEG = re.compile(r"aspacem\s+\d+: file ([0-9a-f]+)-([0-9a-f]+)\s+\d+ (\S+) .* o=(\d+)\s+"
                   r"\((\d+),\d+\)")
+_TITLE = re.compile(r"SHOW_SEGMENTS: Memory layout at client (startup|shutdown)")
 
 
-def start_valgrind(binary: Path, argv: list[str], tool_args: list[str],
-                   segs: list[tuple[int, int, int]]) -> tuple[subprocess.Popen, int,
-                                                               threading.Event]:
+@dataclass(frozen=True)
+class Mapping:
+    """An executable file mapping of the traced process: [start, end) runs file offset pgoff."""
+    start: int
+    end: int
+    pgoff: int
+    path: str
+
+
+class Tables:
+    """Valgrind's address-space tables (``-d`` prints one when the client starts and one when
+    it exits), read from its stderr by a thread: the executable file mappings of each."""
+
+    def __init__(self) -> None:
+        self.startup: list[Mapping] = []
+        self.shutdown: list[Mapping] = []
+        self.startup_done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def finish(self) -> None:
+        """Wait for the stderr reader (after the process exited)."""
+        if self.thread is not None:
+            self.thread.join(timeout=30)
+
+    def drain(self, stream: Any) -> None:
+        names: dict[str, str] = {}
+        table: list[Mapping] | None = None
+        for line in stream:
+            if m := _TITLE.search(line):
+                table = self.startup if m.group(1) == "startup" else self.shutdown
+                names = {}
+            elif table is None:
+                continue
+            elif m := _NAME.search(line):
+                names[m.group(1)] = m.group(2)
+            elif (m := _SEG.search(line)) and "x" in m.group(3):
+                table.append(Mapping(int(m.group(1), 16), int(m.group(2), 16) + 1,
+                                     int(m.group(4)), names.get(m.group(5), "?")))
+            elif "aspacem >>>" in line:
+                if table is self.startup:
+                    self.startup_done.set()
+                table = None
+        self.startup_done.set()
+
+
+def client_mappings(table: list[Mapping]) -> list[Mapping]:
+    """The client's code: every executable file mapping but valgrind's own (the tool and its
+    preloaded objects, which the hardware would never run)."""
+    own = {os.path.dirname(m.path) for m in table if os.path.basename(m.path).startswith(
+        ("lackey-", "vgpreload_"))}
+    return sorted((m for m in table if os.path.dirname(m.path) not in own), key=lambda m: m.start)
+
+
+def start_valgrind(binary: Path, argv: list[str], tool_args: list[str]
+                   ) -> tuple[subprocess.Popen, int, Tables]:
     """Start ``valgrind -d --tool=lackey TOOL_ARGS BINARY ARGV`` with its log on a pipe.
 
-    ``-d`` makes valgrind print (on stderr) its address-space table before the client
-    runs; the executable mappings of ``binary`` (start, end, file offset) are appended to
-    ``segs`` and the returned event is set once the table is read, so the caller knows the
-    real load address of this very run.  Returns the process, the read end of the log pipe
-    and the event.
+    ``-d`` makes valgrind print (on stderr) its address-space table before the client runs
+    and when it exits; ``Tables.startup_done`` is set once the first is read, so the caller
+    knows the real load address of this very run.  Returns the process, the read end of the
+    log pipe and the tables.
     """
     rfd, wfd = os.pipe()
     proc = subprocess.Popen(
@@ -158,42 +213,75 @@ def start_valgrind(binary: Path, argv: list[str], tool_args: list[str],
          str(binary), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True, pass_fds=(wfd,))
     os.close(wfd)
-    target = str(binary.resolve())
-    table_done = threading.Event()
-
-    def drain_stderr() -> None:
-        names: dict[str, str] = {}
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if table_done.is_set():
-                continue  # keep draining so valgrind never blocks on a full pipe
-            if m := _NAME.search(line):
-                names[m.group(1)] = m.group(2)
-            elif (m := _SEG.search(line)) and "x" in m.group(3) \
-                    and names.get(m.group(5)) == target:
-                segs.append((int(m.group(1), 16), int(m.group(2), 16) + 1, int(m.group(4))))
-            elif "aspacem >>>" in line:
-                table_done.set()
-        table_done.set()
-
-    threading.Thread(target=drain_stderr, daemon=True).start()
-    return proc, rfd, table_done
+    tables = Tables()
+    assert proc.stderr is not None
+    tables.thread = threading.Thread(target=tables.drain, args=(proc.stderr,), daemon=True)
+    tables.thread.start()
+    return proc, rfd, tables
 
 
-def lackey_mem_trace(binary: Path, argv: list[str], segs: list[tuple[int, int, int]]
-                     ) -> tuple[subprocess.Popen, Iterator[tuple[int, int]]]:
+def valgrind_mappings(binary: Path, argv: list[str]) -> list[Mapping]:
+    """The client's executable mappings at exit, from an untraced run under the same tool
+    (valgrind's layout does not depend on tracing; the traced run's own table checks it)."""
+    proc, rfd, tables = start_valgrind(binary, argv, ["--basic-counts=no"])
+    with os.fdopen(rfd, "rb") as f:
+        while f.read(1 << 16):
+            pass
+    if proc.wait() != 0:
+        raise SystemExit(f"lbr: valgrind exited {proc.returncode} on the mapping run")
+    tables.finish()
+    if not tables.shutdown:
+        raise SystemExit("lbr: valgrind -d printed no address-space table at client exit")
+    return client_mappings(tables.shutdown)
+
+
+class AddressSpace:
+    """The traced process's code mappings, for vectorized lookups and decoding."""
+
+    def __init__(self, maps: list[Mapping]) -> None:
+        self.maps = sorted(maps, key=lambda m: m.start)
+        self.starts = np.array([m.start for m in self.maps], np.uint64)
+        self.ends = np.array([m.end for m in self.maps], np.uint64)
+        self._start_list = [m.start for m in self.maps]
+        self._files: dict[str, bytes] = {}
+
+    def index(self, addrs: np.ndarray) -> np.ndarray:
+        """Mapping index of each address, -1 where none holds it."""
+        i = np.searchsorted(self.starts, addrs, side="right").astype(np.int64) - 1
+        ok = i >= 0
+        ok[ok] = addrs[ok] < self.ends[i[ok]]
+        return np.where(ok, i, -1)
+
+    def contains(self, addr: int) -> bool:
+        i = bisect.bisect_right(self._start_list, addr) - 1
+        return i >= 0 and addr < self.maps[i].end
+
+    def code(self, addr: int, n: int) -> bytes:
+        """Up to ``n`` bytes of code at runtime address ``addr`` (empty outside every map)."""
+        i = int(np.searchsorted(self.starts, np.uint64(addr), side="right")) - 1
+        if i < 0 or addr >= self.maps[i].end:
+            return b""
+        m = self.maps[i]
+        if m.path not in self._files:
+            self._files[m.path] = Path(m.path).read_bytes()
+        off = m.pgoff + addr - m.start
+        return self._files[m.path][off:off + min(n, m.end - addr)]
+
+
+def lackey_mem_trace(binary: Path, argv: list[str]
+                     ) -> tuple[subprocess.Popen, Tables, Iterator[tuple[int, int]]]:
     """Start valgrind; yield (address, size) of every executed instruction, streamed."""
-    proc, rfd, table_done = start_valgrind(binary, argv, ["--trace-mem=yes", *EXACT_VEX], segs)
+    proc, rfd, tables = start_valgrind(binary, argv, ["--trace-mem=yes", *EXACT_VEX])
 
     def gen() -> Iterator[tuple[int, int]]:
         with os.fdopen(rfd, "r", buffering=1 << 20) as f:
             for line in f:
                 if line.startswith("I  "):
-                    table_done.wait()
+                    tables.startup_done.wait()
                     a, sz = line[3:].split(",")
                     yield int(a, 16), int(sz)
 
-    return proc, gen()
+    return proc, tables, gen()
 
 
 # ----------------------------------------------------------------------- superblock tracer
@@ -231,31 +319,37 @@ def parse_superblock_lines(buf: bytes) -> np.ndarray:
     return val
 
 
-def lackey_superblocks(binary: Path, argv: list[str], segs: list[tuple[int, int, int]]
-                       ) -> tuple[subprocess.Popen, Iterator[np.ndarray]]:
+def lackey_superblocks(binary: Path, argv: list[str]
+                       ) -> tuple[subprocess.Popen, Tables, Iterator[np.ndarray]]:
     """Start valgrind; yield the start address of every executed superblock, in chunks."""
-    proc, rfd, table_done = start_valgrind(
+    proc, rfd, tables = start_valgrind(
         binary, argv, ["--basic-counts=no", "--trace-superblocks=yes", *EXACT_VEX,
-                       f"--vex-guest-max-insns={MAX_INSNS}"], segs)
+                       f"--vex-guest-max-insns={MAX_INSNS}"])
 
     def gen() -> Iterator[np.ndarray]:
         rest = b""
         with os.fdopen(rfd, "rb", buffering=0) as f:
             while True:
-                chunk = f.read(CHUNK_BYTES)
-                if not chunk:
+                parts, n = [rest], len(rest)
+                while n < CHUNK_BYTES:  # a pipe read returns at most its buffer (64 KiB)
+                    part = f.read(CHUNK_BYTES - n)
+                    if not part:
+                        break
+                    parts.append(part)
+                    n += len(part)
+                if n == len(rest):
                     break
-                buf = rest + chunk
+                buf = b"".join(parts)
                 cut = buf.rfind(b"\n") + 1
                 rest = buf[cut:]
-                table_done.wait()
+                tables.startup_done.wait()
                 out = parse_superblock_lines(buf[:cut])
                 if len(out):
                     yield out
         if rest.strip():
             raise SystemExit("lbr: lackey's log ended in the middle of a line")
 
-    return proc, gen()
+    return proc, tables, gen()
 
 
 # what ends a superblock (module docstring); kinds
@@ -287,18 +381,16 @@ def insn_kind(mnemonic: str) -> int | None:
 
 
 class Superblocks:
-    """The shape of every distinct superblock of the binary the trace enters, decoded once.
+    """The shape of every distinct superblock the trace enters, decoded once with capstone.
 
     Columns indexed by a dense id: ``end`` (address after its last instruction: where it
     falls through), ``term`` (address of its last instruction), ``kind`` and ``insns`` (the
-    instruction addresses, for exact block counts).  Addresses are runtime addresses.
+    instruction addresses, for exact block counts).  Addresses are runtime addresses; the
+    bytes come from the mapped files (``AddressSpace``).
     """
 
-    def __init__(self, path: Path, lay: dict[str, Any], base: int) -> None:
-        data = path.read_bytes()
-        off = lay["p_offset"]
-        self.code = data[off:off + lay["p_filesz"]]
-        self.lo = base + lay["p_vaddr"]
+    def __init__(self, space: AddressSpace) -> None:
+        self.space = space
         self.cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
         self.ids: dict[int, int] = {}
         self.end: list[int] = []
@@ -308,18 +400,21 @@ class Superblocks:
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _decode(self, start: int) -> None:
-        off = start - self.lo
         addrs: list[int] = []
         kind, end = CUT, start
-        for addr, size, mnem, _ in self.cs.disasm_lite(self.code[off:off + 16 * MAX_INSNS],
-                                                       start):
-            addrs.append(addr)
-            end = addr + size
-            k = insn_kind(mnem)
-            if k is not None:
-                kind = k
-                break
-            if len(addrs) == MAX_INSNS:
+        # most superblocks end within a few instructions: decode a short window in one
+        # capstone call first, the longest possible one only when that is not enough
+        for window in (SHORT_WINDOW, 16 * MAX_INSNS):
+            addrs, kind, end = [], CUT, start
+            code = self.space.code(start, window)
+            for addr, size, mnem, _ in self.cs.disasm_lite(code, start, MAX_INSNS):
+                addrs.append(addr)
+                end = addr + size
+                k = insn_kind(mnem)
+                if k is not None:
+                    kind = k
+                    break
+            if kind != CUT or len(addrs) == MAX_INSNS or len(code) < window:
                 break
         if not addrs:  # undecodable: every transition out of it is "unexplained"
             kind = STOP
@@ -420,13 +515,13 @@ class EdgeCounter:
                 for k, c in zip(self.keys.tolist(), self.counts.tolist())]
 
 
-def trace_mem(binary: Path, argv: list[str], segs: list[tuple[int, int, int]],
-              setup: Any) -> dict[str, Any]:
+def trace_mem(binary: Path, argv: list[str], setup: Any) -> dict[str, Any]:
     """The per-instruction tracer (``--tracer mem``)."""
-    proc, trace = lackey_mem_trace(binary, argv, segs)
+    proc, tables, trace = lackey_mem_trace(binary, argv)
     first = next(trace)
-    ctx = setup()
+    ctx = setup(tables)
     base, lo, hi, starts = ctx["base"], ctx["lo"], ctx["hi"], ctx["starts"]
+    space: AddressSpace = ctx["space"]
     sampler: StackSampler = ctx["sampler"]
     edges: EdgeCounter = ctx["edges"]
     exec_count: Counter[int] = Counter()
@@ -435,14 +530,15 @@ def trace_mem(binary: Path, argv: list[str], segs: list[tuple[int, int, int]],
     btm: list[int] = []
 
     def flush() -> None:
-        f, t = np.array(bf, np.uint64), np.array(bt, np.uint64)
-        sampler.feed(f, t, np.array(btm, np.uint64))
-        edges.add(f - np.uint64(base), t - np.uint64(base))
+        sampler.feed(np.array(bf, np.uint64), np.array(bt, np.uint64),
+                     np.array(btm, np.uint64))
         bf.clear(), bt.clear(), btm.clear()
 
-    n_ins = n_taken = n_kept = 0
+    n_ins = n_taken = n_kept = n_bin = 0
     prev_a = prev_end = -1
     entry, entry_seen = ctx["entry"], False
+    ef: list[int] = []
+    et: list[int] = []
 
     def chain() -> Iterator[tuple[int, int]]:
         yield first
@@ -456,51 +552,62 @@ def trace_mem(binary: Path, argv: list[str], segs: list[tuple[int, int, int]],
             exec_count[a] += 1
         if prev_end >= 0 and a != prev_end and a != prev_a:  # a == prev_a: rep iterations
             n_taken += 1
-            if lo <= prev_a < hi and lo <= a < hi:
+            in_bin = lo <= prev_a < hi and lo <= a < hi
+            if in_bin:
+                n_bin += 1
+                ef.append(prev_a - base)
+                et.append(a - base)
+            if in_bin or (ctx["scope"] == "user" and space.contains(prev_a)
+                          and space.contains(a)):
                 n_kept += 1
                 bf.append(prev_a)
                 bt.append(a)
                 btm.append(1_000_000 + n_ins)
                 if len(bf) >= FLUSH_BRANCHES:
                     flush()
+                    edges.add(np.array(ef, np.uint64), np.array(et, np.uint64))
+                    ef.clear(), et.clear()
         prev_a, prev_end = a, a + size
     flush()
-    return {"proc": proc, "entry_seen": entry_seen, "exec_count": exec_count,
-            "instructions": n_ins, "taken_branches": n_taken, "taken_branches_in_binary": n_kept,
-            "end_time": 1_000_000 + n_ins, "extra": {}}
+    edges.add(np.array(ef, np.uint64), np.array(et, np.uint64))
+    return {"proc": proc, "tables": tables, "entry_seen": entry_seen,
+            "exec_count": exec_count, "instructions": n_ins, "taken_branches": n_taken,
+            "taken_branches_in_binary": n_bin, "end_time": 1_000_000 + n_ins,
+            "extra": {"kept_branches": n_kept}}
 
 
-def trace_sb(binary: Path, argv: list[str], segs: list[tuple[int, int, int]],
-             setup: Any) -> dict[str, Any]:
+def trace_sb(binary: Path, argv: list[str], setup: Any) -> dict[str, Any]:
     """The superblock tracer (``--tracer sb``): chunks of superblock starts, vectorized."""
-    proc, trace = lackey_superblocks(binary, argv, segs)
-    ctx = None
+    proc, tables, trace = lackey_superblocks(binary, argv)
+    ctx: dict[str, Any] | None = None
     sbs: Superblocks | None = None
     prev = np.zeros(0, np.uint64)  # the last superblock of the previous chunk
-    n_sb = n_kept = n_taken_from = unexplained = 0
-    ins_in_binary = 0
+    n_sb = n_kept = n_bin = n_taken_from = unexplained = unknown = 0
     runs = np.zeros(0, np.int64)  # executions per superblock id
     entry_seen = False
     for chunk in trace:
         if ctx is None:
-            ctx = setup()
-            sbs = Superblocks(binary, elf_layout(binary), ctx["base"])
+            ctx = setup(tables)
+            sbs = Superblocks(ctx["space"])
         assert sbs is not None
+        base = np.uint64(ctx["base"])
         lo, hi = np.uint64(ctx["lo"]), np.uint64(ctx["hi"])
         seq = np.concatenate((prev, chunk))
         seq_index = np.arange(n_sb - len(prev), n_sb + len(chunk), dtype=np.int64)
         inside = (seq >= lo) & (seq < hi)
+        # the traced code: the binary's text, or all the client's code
+        code = inside if ctx["scope"] == "binary" else ctx["space"].index(seq) >= 0
+        unknown += int((~code[len(prev):]).sum())
         entry_seen = entry_seen or bool((chunk == np.uint64(ctx["entry"])).any())
         # executions of the chunk's own superblocks (prev was counted with its chunk)
-        own = inside.copy()
+        own = code.copy()
         own[:len(prev)] = False
-        own_ids = sbs.lookup(seq[own])
-        c = np.bincount(own_ids)
+        c = np.bincount(sbs.lookup(seq[own]))
         if len(c) > len(runs):
             runs = np.concatenate((runs, np.zeros(len(c) - len(runs), np.int64)))
         runs[:len(c)] += c
-        # transitions seq[i] -> seq[i+1] from a superblock of the binary
-        src = np.flatnonzero(inside[:-1])
+        # transitions seq[i] -> seq[i+1] out of a superblock of the traced code
+        src = np.flatnonzero(code[:-1])
         ids = sbs.lookup(seq[src])
         end, term, kind = (x[ids] for x in sbs.arrays())
         nxt = seq[src + 1]
@@ -511,19 +618,20 @@ def trace_sb(binary: Path, argv: list[str], segs: list[tuple[int, int, int]],
         unexplained += int(odd.sum())
         branch &= ~odd
         n_taken_from += int(branch.sum())
-        kept = branch & inside[src + 1]
-        f, t = term[kept], nxt[kept]
-        n_kept += len(f)
-        ctx["sampler"].feed(f, t, np.uint64(1_000_000) + seq_index[src + 1][kept]
-                            .astype(np.uint64))
-        ctx["edges"].add(f - np.uint64(ctx["base"]), t - np.uint64(ctx["base"]))
+        kept = branch & code[src + 1]
+        n_kept += int(kept.sum())
+        ctx["sampler"].feed(term[kept], nxt[kept],
+                            np.uint64(1_000_000) + seq_index[src + 1][kept].astype(np.uint64))
+        both = branch & inside[src] & inside[src + 1]
+        n_bin += int(both.sum())
+        ctx["edges"].add(term[both] - base, nxt[both] - base)
         n_sb += len(chunk)
         prev = chunk[-1:]
     if ctx is None or sbs is None:
         rc = proc.wait()
         raise SystemExit(f"lbr: valgrind traced no superblock of {binary} (exit {rc})")
-    ins_counts = np.array([len(x) for x in sbs.insns], np.int64)
-    ins_in_binary = int((runs[:len(ins_counts)] * ins_counts[:len(runs)]).sum())
+    ins_counts = np.array([len(x) for x in sbs.insns], np.int64)[:len(runs)]
+    in_bin = np.array([ctx["lo"] <= a < ctx["hi"] for a in sbs.ids], bool)[:len(runs)]
     exec_count: Counter[int] = Counter()
     starts = ctx["starts"]
     for sid, addrs in enumerate(sbs.insns):
@@ -531,13 +639,28 @@ def trace_sb(binary: Path, argv: list[str], segs: list[tuple[int, int, int]],
             for a in addrs:
                 if a in starts:
                     exec_count[a] += int(runs[sid])
-    return {"proc": proc, "entry_seen": entry_seen, "exec_count": exec_count,
-            "instructions": None, "taken_branches": None,
-            "taken_branches_in_binary": n_kept, "end_time": 1_000_000 + n_sb,
-            "extra": {"superblocks": n_sb, "distinct_superblocks_in_binary": len(sbs.end),
-                      "instructions_in_binary": ins_in_binary,
-                      "taken_branches_from_binary": n_taken_from,
+    return {"proc": proc, "tables": tables, "entry_seen": entry_seen,
+            "exec_count": exec_count, "instructions": None, "taken_branches": None,
+            "taken_branches_in_binary": n_bin, "end_time": 1_000_000 + n_sb,
+            "extra": {"superblocks": n_sb, "superblocks_outside_traced_code": unknown,
+                      "distinct_superblocks": len(sbs.end),
+                      "instructions_in_binary": int((runs[:len(ins_counts)]
+                                                     * ins_counts)[in_bin].sum()),
+                      "instructions_traced": int((runs[:len(ins_counts)] * ins_counts).sum()),
+                      "taken_branches_traced": n_taken_from, "kept_branches": n_kept,
                       "unexplained": unexplained}}
+
+
+def build_id(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            for sec in ELFFile(f).iter_sections():
+                if sec.name == ".note.gnu.build-id":
+                    return next(n["n_desc"] for n in sec.iter_notes()
+                                if n["n_type"] == "NT_GNU_BUILD_ID")
+    except (OSError, ValueError, StopIteration):
+        return None
+    return None
 
 
 def run(args: argparse.Namespace) -> None:
@@ -553,43 +676,63 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit(f"lbr: unknown variant {sorted(unknown)}")
     branch_type = BR_USER | BR_ANY | (fmt.BR_HW_INDEX if "hw_index" in variant else 0)
     pid = 4242
-    segs: list[tuple[int, int, int]] = []
+    # with --scope user the stacks hold every branch of the client's code (libc, ld.so too),
+    # as the hardware's user-mode LBR does; the mappings come from an untraced run first
+    user_maps = valgrind_mappings(binary, argv) if args.scope == "user" else []
     w = PerfWriter(out / "perf.data", event_name="cycles:u",
                    sample_type=fmt.S_IP | fmt.S_TID | fmt.S_TIME | fmt.S_PERIOD
                    | fmt.S_BRANCH_STACK,
                    branch_sample_type=branch_type, pipe="pipe" in variant,
                    cmdline=["valgrind", "--tool=lackey", str(binary), *argv])
     ctx: dict[str, Any] = {}
+    target = str(binary.resolve())
 
-    def setup() -> dict[str, Any]:
-        """Called once valgrind's address-space table is read: the binary's base."""
+    def setup(tables: Tables) -> dict[str, Any]:
+        """Called once valgrind's first address-space table is read: the binary's base."""
+        tables.startup_done.wait()
+        segs = [m for m in tables.startup if m.path == target]
         if len(segs) != 1:
             raise SystemExit(f"lbr: valgrind -d showed {len(segs)} executable mappings of "
                              f"{binary}")
-        map_start, map_end, map_pgoff = segs[0]
+        me = segs[0]
+        if user_maps and me not in user_maps:
+            raise SystemExit("lbr: the mapping run loaded the binary elsewhere than the "
+                             "traced run")
         # file offset fo runs at map_start + fo - pgoff; vaddr v sits at fo = v - p_vaddr + p_offset
-        base = map_start - lay["p_vaddr"] + lay["p_offset"] - map_pgoff
+        base = me.start - lay["p_vaddr"] + lay["p_offset"] - me.pgoff
         lo = base + lay["p_vaddr"]
         hi = lo + lay["p_filesz"]
         if not lo <= base + lay["entry"] < hi:  # a cheap cross-check of the base
             raise SystemExit(f"lbr: entry point outside the text mapping (base 0x{base:x})")
+        space = AddressSpace(user_maps or [me])
         w.add_comm(pid, pid, binary.name[:15], exec_=True)
-        w.add_mmap2(pid, pid, map_start, map_end - map_start, map_pgoff, str(binary),
+        w.add_mmap2(pid, pid, me.start, me.end - me.start, me.pgoff, str(binary),
                     prot=5, flags=2)
+        for m in space.maps:
+            if m != me:
+                w.add_mmap2(pid, pid, m.start, m.end - m.start, m.pgoff, m.path,
+                            prot=5, flags=2)
         if lay["build_id"]:
             w.add_build_id(str(binary), lay["build_id"])  # pid -1, as perf writes it
-        ctx.update(base=base, lo=lo, hi=hi, entry=base + lay["entry"],
-                   map=(map_start, map_end - map_start, map_pgoff),
+        for path in sorted({m.path for m in space.maps} - {me.path}):
+            if bid := build_id(path):
+                w.add_build_id(path, bid)
+        ctx.update(base=base, lo=lo, hi=hi, entry=base + lay["entry"], me=me, space=space,
+                   scope=args.scope,
                    starts={base + b["vaddr"] for b in blocks if b["size"] > 0},
                    sampler=StackSampler(w, pid, args.every, args.seed, "skylake" in variant),
                    edges=EdgeCounter())
         return ctx
 
     tracer = trace_sb if args.tracer == "sb" else trace_mem
-    res = tracer(binary, argv, segs, setup)
+    res = tracer(binary, argv, setup)
     rc = res["proc"].wait()
     if rc != 0:
         raise SystemExit(f"lbr: valgrind exited {rc}")
+    res["tables"].finish()
+    if user_maps and client_mappings(res["tables"].shutdown) != user_maps:
+        raise SystemExit("lbr: the traced run mapped the client's code elsewhere than the "
+                         "mapping run")
     base = ctx["base"]
     if not res["entry_seen"]:
         raise SystemExit(f"lbr: base 0x{base:x} is wrong: the entry point never ran")
@@ -622,23 +765,28 @@ def run(args: argparse.Namespace) -> None:
     if args.args is not None:
         exact["args"] = argv
     (out / "exact-counts.json").write_text(json.dumps(exact, indent=1) + "\n")
-    map_start, map_len, map_pgoff = ctx["map"]
-    info = {"base": f"0x{base:x}", "mmap": {"start": f"0x{map_start:x}",
-                                            "len": f"0x{map_len:x}",
-                                            "pgoff": f"0x{map_pgoff:x}"},
+    me = ctx["me"]
+    info = {"base": f"0x{base:x}", "mmap": {"start": f"0x{me.start:x}",
+                                            "len": f"0x{me.end - me.start:x}",
+                                            "pgoff": f"0x{me.pgoff:x}"},
             "pid": pid, "depth": DEPTH, "variant": sorted(variant), "every": args.every,
             "seed": args.seed, "samples": sampler.samples, "rounds": args.rounds,
             "branch_sample_type": branch_type, "event": "cycles:u"}
-    if args.tracer != "mem":
-        info.update(tracer=args.tracer, **res["extra"])
+    if args.tracer != "mem" or args.scope != "binary":
+        info.update(tracer=args.tracer, scope=args.scope, **res["extra"])
+    if args.scope == "user":
+        info["mappings"] = [{"start": f"0x{m.start:x}", "end": f"0x{m.end:x}",
+                             "pgoff": f"0x{m.pgoff:x}", "path": m.path}
+                            for m in ctx["space"].maps]
     if args.args is not None:
         info["args"] = argv
     (out / "lbr-info.json").write_text(json.dumps(info, indent=1) + "\n")
     how = ("--trace-mem=yes" if args.tracer == "mem" else
-           f"--trace-superblocks=yes --vex-guest-chase=no --vex-guest-max-insns={MAX_INSNS}")
+           f"--trace-superblocks=yes --vex-guest-max-insns={MAX_INSNS}")
     (out / "command.txt").write_text(
-        f"valgrind -d --tool=lackey {how} {binary} {' '.join(argv)} | "
-        f"tools/lbr.py --every {args.every} --variant {args.variant} --seed {args.seed}\n")
+        f"valgrind -d --tool=lackey {how} {' '.join(EXACT_VEX)} {binary} {' '.join(argv)} | "
+        f"tools/lbr.py --tracer {args.tracer} --scope {args.scope} --every {args.every} "
+        f"--variant {args.variant} --seed {args.seed}\n")
     what = (f"{res['instructions']} instructions, {res['taken_branches']} taken branches"
             if args.tracer == "mem" else
             f"{res['extra']['superblocks']} superblocks, "
@@ -680,6 +828,9 @@ def main() -> None:
     ap.add_argument("--args", nargs=argparse.REMAINDER,
                     help="the program's arguments, all the rest (default: ROUNDS)")
     ap.add_argument("--tracer", choices=("sb", "mem"), default="sb")
+    ap.add_argument("--scope", choices=("binary", "user"), default="binary",
+                    help="branches kept in the stacks: both ends in the binary, or both in "
+                         "any of the client's code (libc, ld.so ...), as user-mode LBR")
     ap.add_argument("--every", type=int, default=500)
     ap.add_argument("--variant", default="none")
     ap.add_argument("--seed", type=int, default=1)

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Where two builds of the end-to-end bench differ, function by function.
+
+    python bench/e2e/compare.py WORKDIR/PROGRAM [--rows bbmap-lbr,bolt-lbr] [--top 20]
+
+Reads what bench/bench_e2e.py kept in the program's work directory (each build's binary,
+its cachegrind output with the 32 KiB I1 and its callgrind output) and prints, per function
+(its ``.cold``/``.cold.N`` parts folded into it), the executed instructions, the I1 misses
+and the taken branches of each build, sorted by how much the builds differ.  This is how the
+analysis in spec/e2e.md finds where BOLT's build does better than bbmap's and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import measure  # noqa: E402
+
+_FRAGMENT = re.compile(r"\.(?:cold|warm)(?:\.\d+)?$|\.__part\.\d+$")
+
+
+def canonical(name: str) -> str:
+    """``foo.cold`` (clang's split part), ``foo.cold.0`` (BOLT's) belong to ``foo``."""
+    return _FRAGMENT.sub("", name)
+
+
+def cachegrind_by_function(path: Path) -> dict[str, tuple[int, int]]:
+    """(instructions, I1 misses) per function of a cachegrind output file (events Ir I1mr
+    first); names as cachegrind prints them (``--demangle=no``: raw)."""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    fn = "?"
+    with open(path) as f:
+        for line in f:
+            if line.startswith("fn="):
+                fn = canonical(line[3:].strip())
+            elif line[:1].isdigit():
+                tok = line.split()
+                out[fn][0] += int(tok[1])
+                out[fn][1] += int(tok[2]) if len(tok) > 2 else 0
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+class Symbols:
+    """Function symbols of a binary, for address -> function name."""
+
+    def __init__(self, binary: Path) -> None:
+        from elftools.elf.elffile import ELFFile
+        syms = []
+        with open(binary, "rb") as f:
+            tab = ELFFile(f).get_section_by_name(".symtab")
+            for s in tab.iter_symbols() if tab else []:
+                if s["st_info"]["type"] == "STT_FUNC" and s["st_value"] and s["st_size"]:
+                    syms.append((s["st_value"], s["st_size"], s.name))
+        syms.sort()
+        self.starts = [s[0] for s in syms]
+        self.syms = syms
+
+    def name(self, addr: int) -> str:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i >= 0 and addr < self.syms[i][0] + self.syms[i][1]:
+            return canonical(self.syms[i][2])
+        return "?"
+
+
+def taken_by_function(cg: measure.CallgrindCounts, binary: Path) -> dict[str, int]:
+    syms = Symbols(binary)
+    out: dict[str, int] = defaultdict(int)
+    for (site, _), n in cg.jumps.items():
+        out[syms.name(site)] += n
+    code = measure.executable_bytes(binary)
+    import capstone
+    cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    for (site, _), n in cg.calls.items():
+        for lo, data in code:
+            if lo <= site < lo + len(data):
+                ins = next(cs.disasm_lite(data[site - lo:site - lo + 16], site), None)
+                if ins and ins[2].split()[-1].startswith(("j", "loop")):
+                    out[syms.name(site)] += n
+                break
+    return dict(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir", type=Path, help="the program's work directory")
+    ap.add_argument("--rows", default="baseline,bbmap-lbr,bolt-lbr")
+    ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    rows = args.rows.split(",")
+    data: dict[str, dict[str, dict[str, int]]] = {}
+    for row in rows:
+        d = args.dir / "measure" / row
+        binary = Path((d / "binary").read_text().strip())
+        cgr = measure.parse_callgrind(d / "callgrind.out", binary)
+        cache = cachegrind_by_function(d / "cachegrind-32k.out")
+        taken = taken_by_function(cgr, binary)
+        names = set(cache) | set(taken)
+        data[row] = {n: {"ir": cache.get(n, (0, 0))[0], "i1": cache.get(n, (0, 0))[1],
+                         "taken": taken.get(n, 0)} for n in names}
+    a, b = rows[-2], rows[-1]
+    names = set().union(*(set(v) for v in data.values()))
+    zero = {"ir": 0, "i1": 0, "taken": 0}
+
+    def gap(n: str) -> int:
+        return abs(data[a].get(n, zero)["taken"] - data[b].get(n, zero)["taken"]) + \
+            abs(data[a].get(n, zero)["i1"] - data[b].get(n, zero)["i1"])
+
+    top = sorted(names, key=lambda n: (-gap(n), n))[:args.top]
+    hdr = f"{'function':<44}" + "".join(f"{r + ' I1':>16}{r + ' taken':>20}" for r in rows)
+    print(hdr)
+    for n in top:
+        cells = "".join(f"{data[r].get(n, zero)['i1']:>16,}{data[r].get(n, zero)['taken']:>20,}"
+                        for r in rows)
+        short = n if len(n) <= 43 else n[:20] + "…" + n[-22:]
+        print(f"{short:<44}{cells}")
+    tot = {r: {k: sum(v[k] for v in data[r].values()) for k in ("ir", "i1", "taken")}
+           for r in rows}
+    print("total " + "  ".join(f"{r}: I1 {t['i1']:,} taken {t['taken']:,}"
+                               for r, t in tot.items()))
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "functions": data}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
