@@ -111,19 +111,38 @@ def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argpars
     golden = clock.step(s + "llvm-readobj golden", pl.readobj_golden, base,
                         w / "baseline.readobj.json")
 
-    # profiles
-    lbr_dir = w / "lbr"
-    res["lbr"] = clock.step(s + "LBR trace (valgrind lackey)", pl.record_lbr, base, prof_argv,
-                            golden, lbr_dir, w / "lbr-work", prog.lbr_every)
+    # profiles (kept between runs: reused while the baseline binary, the profiling input
+    # and the profilers are the same; --fresh takes them again)
+    key = pl.profile_key(base, prof_argv, prog, kind)
+    pdir = work / "profiles" / f"{prog.name}-{key}"
+    res["profiles"] = {"dir": str(pdir), "key": key}
+    lbr_dir = pdir / "lbr"
     lbr_perf = lbr_dir / "perf.data"
-    ip_perf = w / "ip.perf.data"
+    ip_perf = pdir / "ip.perf.data"
+    if args.fresh:
+        shutil.rmtree(pdir, ignore_errors=True)
+    pdir.mkdir(parents=True, exist_ok=True)
+    if (lbr_dir / "proved").exists():
+        res["lbr"] = json.loads((lbr_dir / "lbr-info.json").read_text())
+        res["profiles"]["lbr_reused"] = True
+    else:
+        shutil.rmtree(lbr_dir, ignore_errors=True)
+        res["lbr"] = clock.step(s + "LBR trace (valgrind lackey)", pl.record_lbr, base,
+                                prof_argv, golden, lbr_dir, w / "lbr-work", prog.lbr_every)
+        (lbr_dir / "proved").write_text("perf script and lbr.py --check agreed\n")
     if not {"bbmap-ip", "bolt-ip"} & set(args.rows):
         pass
+    elif ip_perf.exists():
+        res["profiles"]["ip_reused"] = True
     elif have("perf"):
-        clock.step(s + "IP profile (perf record)", pl.record_ip, base, prof_argv, ip_perf,
+        tmp = ip_perf.with_name("ip.tmp.perf.data")
+        clock.step(s + "IP profile (perf record)", pl.record_ip, base, prof_argv, tmp,
                    prog.ip_period_ns, prog.ip_repeat)
+        tmp.replace(ip_perf)
     else:
         res["skipped"]["ip"] = "perf is not installed"
+    if ip_perf.exists():
+        res["ip"] = pl.ip_info(ip_perf)
 
     # bbmap builds
     layouts = {}
@@ -203,6 +222,14 @@ def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argpars
         times = clock.step(s + "timing", measure.wall_times, builds, meas_argv, args.runs)
         for row, t in times.items():
             res["builds"][row]["time"] = t
+        if have("hyperfine"):
+            hf = clock.step(s + "timing (hyperfine)", measure.hyperfine_times, builds,
+                            meas_argv, w / "hyperfine.json",
+                            runs=max(3, 2 * args.runs))
+            for row, t in hf.items():
+                res["builds"][row]["hyperfine"] = t
+        else:
+            res["skipped"]["hyperfine"] = "hyperfine is not installed"
         res["timing_load"] = {"before": load0, "after": os.getloadavg()}
     else:
         res["skipped"]["timing"] = "perf is not installed"
@@ -226,14 +253,23 @@ def summarize(b: dict[str, Any]) -> dict[str, Any]:
         return out
     for row, m in b.items():
         out["change"][row] = {k: change(m[k], base[k]) for k, _ in MEASURES}
-        if "time" in m and "time" in base:
-            out["change"][row]["time"] = change(m["time"]["median_ms"],
-                                                base["time"]["median_ms"])
+        for t in ("time", "hyperfine"):
+            if t in m and t in base:
+                out["change"][row][t] = change(m[t]["median_ms"], base[t]["median_ms"])
+    def share(a: dict[str, float] | None, b: dict[str, float] | None
+              ) -> dict[str, float | None] | None:
+        """a's reduction as a share of b's (None where b reduced nothing)."""
+        if not (a and b):
+            return None
+        return {k: (a[k] / b[k] if b[k] < 0 else None) for k, _ in MEASURES}
+    ch = out["change"]
     for kind in ("lbr", "ip"):
-        bb, bo = out["change"].get(f"bbmap-{kind}"), out["change"].get(f"bolt-{kind}")
-        if bb and bo:
-            out["bbmap_share_of_bolt"][kind] = {
-                k: (bb[k] / bo[k] if bo[k] < 0 else None) for k, _ in MEASURES}
+        if (v := share(ch.get(f"bbmap-{kind}"), ch.get(f"bolt-{kind}"))) is not None:
+            out["bbmap_share_of_bolt"][kind] = v
+    # issue 12's end-to-end goal: the layout from the IP-only profile (inferred counts)
+    # gets >= 80 % of the LBR layout's reductions
+    if (v := share(ch.get("bbmap-ip"), ch.get("bbmap-lbr"))) is not None:
+        out["bbmap_ip_share_of_bbmap_lbr"] = v
     return out
 
 
@@ -244,7 +280,8 @@ def table(res: dict[str, Any]) -> str:
              f"{src['unit_lines']:,} lines); measuring input "
              f"{' '.join(res['workloads']['measure'])}"]
     hdr = (f"{'build':<15} {'instructions':>13} {'I1 miss 32K':>19} {'I1 miss 16K':>19} "
-           f"{'taken br':>19} {'pages99':>11} {'time ms (med, rsd)':>24} {'text KiB':>9}")
+           f"{'taken br':>19} {'pages99':>11} {'wall ms (med ±sd)':>24} "
+           f"{'task-clock ms (med ±rsd)':>26} {'text KiB':>9}")
     lines += [hdr, "-" * len(hdr)]
     for row in ROWS:
         if row not in b:
@@ -256,22 +293,57 @@ def table(res: dict[str, Any]) -> str:
         def cell(k: str, w: int = 19, m=m, c=c, row=row) -> str:
             pct = "" if row == "baseline" else f" ({c[k]:+.1%})"
             return f"{m[k]:,}{pct}".rjust(w)
+        t = m.get("hyperfine")
+        tc = (f"{t['median_ms']:.1f} ±{t['stddev_ms']:.1f}"
+              + ("" if row == "baseline" else f" ({c['hyperfine']:+.1%})")) if t else "-"
         t = m.get("time")
-        tc = (f"{t['median_ms']:.1f} ±{t['rsd']:.1%}"
+        tp = (f"{t['median_ms']:.1f} ±{t['rsd']:.1%}"
               + ("" if row == "baseline" else f" ({c['time']:+.1%})")) if t else "-"
         lines.append(f"{LABELS[row]:<15} {m['instructions']:>13,} {cell('i1_misses_32k')} "
                      f"{cell('i1_misses_16k')} {cell('taken_branches')} "
-                     f"{cell('pages_99', 11)} {tc:>24} {m['text_bytes'] / 1024:>9.0f}")
+                     f"{cell('pages_99', 11)} {tc:>24} {tp:>26} {m['text_bytes'] / 1024:>9.0f}")
+    def shares(share: dict[str, float | None]) -> str:
+        return ", ".join(f"{label} {share[k]:.0%}" if share[k] is not None else f"{label} n/a"
+                         for k, label in MEASURES)
     for kind, share in res["summary"]["bbmap_share_of_bolt"].items():
-        parts = [f"{label} {v:.0%}" if v is not None else f"{label} n/a"
-                 for (k, label), v in zip(MEASURES, share.values())]
         lines.append(f"bbmap's reduction as a share of BOLT's ({kind.upper()}): "
-                     + ", ".join(parts))
+                     + shares(share))
+    if share := res["summary"].get("bbmap_ip_share_of_bbmap_lbr"):
+        lines.append("bbmap (IP)'s reduction as a share of bbmap (LBR)'s: " + shares(share))
+    for row, lay in res.get("layouts", {}).items():
+        tot = lay["totals"]
+        lines.append(f"{row} layout: counts {lay['count_source']}, {tot['functions']} "
+                     f"functions, {lay['function_order']['algorithm']} order, hot "
+                     f"{tot['hot_bytes']:,} B, fall-throughs +{tot['fallthrough_gained']:,}")
     if "timing_load" in res:
         lo = res["timing_load"]
         lines.append(f"timing: load average {lo['before'][0]:.2f} before, "
                      f"{lo['after'][0]:.2f} after ({os.cpu_count()} CPUs)")
     return "\n".join(lines)
+
+
+def markdown(res: dict[str, Any]) -> str:
+    """The table of one program as Markdown (spec/e2e.md's "Latest figures")."""
+    b, ch = res["builds"], res["summary"]["change"]
+    out = ["| build | instructions | I1 miss 32K | I1 miss 16K | taken br | pages99 | "
+           "wall ms (med ±sd) | task-clock ms (med ±rsd) | text KiB |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for row in ROWS:
+        if row not in b:
+            continue
+        m, c = b[row], ch[row]
+
+        def cell(k: str, m=m, c=c, row=row) -> str:
+            return f"{m[k]:,}" + ("" if row == "baseline" else f" ({c[k]:+.1%})")
+        hf, tc = m.get("hyperfine"), m.get("time")
+        wall = (f"{hf['median_ms']:.1f} ±{hf['stddev_ms']:.1f}"
+                + ("" if row == "baseline" else f" ({c['hyperfine']:+.1%})")) if hf else "-"
+        task = (f"{tc['median_ms']:.1f} ±{tc['rsd']:.1%}"
+                + ("" if row == "baseline" else f" ({c['time']:+.1%})")) if tc else "-"
+        out.append(f"| {LABELS[row]} | {m['instructions']:,} | {cell('i1_misses_32k')} | "
+                   f"{cell('i1_misses_16k')} | {cell('taken_branches')} | "
+                   f"{cell('pages_99')} | {wall} | {task} | {m['text_bytes'] / 1024:.0f} |")
+    return "\n".join(out)
 
 
 def main() -> int:
@@ -286,7 +358,19 @@ def main() -> int:
     ap.add_argument("--rows", default=None,
                     help=f"comma list of builds (default: all of {','.join(ROWS)})")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--fresh", action="store_true",
+                    help="take the profiles again even when the cached ones still apply")
+    ap.add_argument("--markdown", type=Path, default=None, metavar="RESULTS_JSON",
+                    help="print the tables of an earlier run's JSON as Markdown, run nothing")
     args = ap.parse_args()
+    if args.markdown:
+        doc = json.loads(args.markdown.read_text())
+        for res in doc["programs"].values():
+            print(f"{res['program']}:\n\n{markdown(res)}\n")
+            keep = ("bbmap's", "bbmap (IP)'s", "bbmap-", "timing")
+            print("\n".join("* " + x for x in table(res).splitlines()
+                            if x.startswith(keep)) + "\n")
+        return 0
     if args.smoke:
         args.programs = args.programs or "zstd"
         args.runs = min(args.runs, 3)

@@ -48,6 +48,10 @@ def test_e2e_smoke(tmp_path):
         for k in ("instructions", "i1_misses_32k", "i1_misses_16k", "taken_branches",
                   "pages_99", "text_bytes"):
             assert m[k] > 0, k
+    # the bbmap build is `bbmap layout`'s (Ext-TSP + split + C3) from the LBR edges
+    lay = res["layouts"]["bbmap-lbr"]
+    assert lay["count_source"] == "lbr" and lay["how"].startswith("bbmap layout")
+    assert lay["totals"]["fallthrough_gained"] > 0
     # the layout packs the hot code: fewer pages hold 99 % of the executed instructions
     assert b["bbmap-lbr"]["pages_99"] < b["baseline"]["pages_99"]
     if "bolt-lbr" in b:  # perf2bolt read every sample and branch entry written

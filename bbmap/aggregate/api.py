@@ -415,7 +415,7 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     if not int(res.block_samples.sum()):
         res.inference = {"status": "skipped", "reason": "no IP sample in a block"}
         return res
-    from bbmap.aggregate.lbr import K_BRANCH, K_FALLTHROUGH
+    from bbmap.aggregate.lbr import K_BRANCH, K_CALL, K_FALLTHROUGH
     from bbmap.cfg import recover_cfg
     from bbmap.inference.counts import infer_counts
 
@@ -428,15 +428,43 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
         return res
     inf = infer_counts(cfg, res.block_samples, solver=solver)
     res.block_count = inf.block_count
-    res.edge_from, res.edge_to = inf.edge_from, inf.edge_to
-    res.edge_kind = np.where(inf.edge_fallthrough, K_FALLTHROUGH, K_BRANCH).astype(np.int64)
-    res.edge_count = inf.edge_count
+    cf, ct, cc = _inferred_calls(cfg, inf.block_count)
+    res.edge_from = np.concatenate([inf.edge_from, cf])
+    res.edge_to = np.concatenate([inf.edge_to, ct])
+    res.edge_kind = np.concatenate([
+        np.where(inf.edge_fallthrough, K_FALLTHROUGH, K_BRANCH),
+        np.full(len(cf), K_CALL)]).astype(np.int64)
+    res.edge_count = np.concatenate([inf.edge_count, cc]).astype(np.int64)
     res.count_source = "inferred"
     res.inference = {"status": "ok", **inf.quality.to_json()}
     for attr in ("_cols",):
         if hasattr(res, attr):
             delattr(res, attr)
     return res
+
+
+def _inferred_calls(cfg, block_count: np.ndarray  # noqa: ANN001 - a bbmap.cfg.CFG
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Call edges (calling block, callee entry block, count) of an IP-only profile: every
+    direct call and direct tail call whose callee is in the block map, counted as often as
+    its block ran (inferred).  BOLT builds its call graph the same way when a call site has
+    no branch data of its own (``buildCallGraph``: the call's count is its basic block's
+    execution count), so function ordering gets a call graph from samples alone.  Calls
+    from blocks that never ran, indirect calls and calls out of the map are left out."""
+    m = cfg.block_map
+    blk = np.concatenate([cfg.call_block, cfg.tail_block]).astype(np.int64)
+    fn = np.concatenate([cfg.call_func, cfg.tail_func]).astype(np.int64)
+    ok = fn >= 0
+    blk, fn = blk[ok], fn[ok]
+    entry = m.range_block_ptr[m.func_range_ptr[fn]].astype(np.int64)
+    cnt = block_count[blk].astype(np.int64) if len(blk) else np.zeros(0, np.int64)
+    hot = cnt > 0
+    pairs, inv = np.unique(np.stack([blk[hot], entry[hot]], axis=1), axis=0,
+                           return_inverse=True)
+    if not len(pairs):
+        return (np.zeros(0, np.int64),) * 3
+    total = np.bincount(inv.ravel(), weights=cnt[hot], minlength=len(pairs))
+    return pairs[:, 0], pairs[:, 1], total.astype(np.int64)  # two calls in a block: twice
 
 
 def producer_of(b) -> str | None:  # noqa: ANN001 - a bbmap.binary.Binary

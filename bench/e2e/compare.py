@@ -58,7 +58,10 @@ class Symbols:
         with open(binary, "rb") as f:
             tab = ELFFile(f).get_section_by_name(".symtab")
             for s in tab.iter_symbols() if tab else []:
-                if s["st_info"]["type"] == "STT_FUNC" and s["st_value"] and s["st_size"]:
+                # clang's split parts (``foo.cold``) are NOTYPE symbols with a size
+                func = s["st_info"]["type"] == "STT_FUNC" or (
+                    s["st_info"]["type"] == "STT_NOTYPE" and _FRAGMENT.search(s.name))
+                if func and s["st_value"] and s["st_size"]:
                     syms.append((s["st_value"], s["st_size"], s.name))
         syms.sort()
         self.starts = [s[0] for s in syms]

@@ -13,7 +13,9 @@
   Callgrind, like the LBR tracer, runs without chasing and unrolling (its defaults).
 * **wall time**: ``perf stat -e task-clock`` around single runs, the builds interleaved
   round-robin so drift on a shared machine hits all builds alike; median, min, max and the
-  relative standard deviation of ``RUNS`` runs.
+  relative standard deviation of ``RUNS`` runs; and wall-clock time by ``hyperfine -N``
+  (``HYPERFINE_RUNS`` runs per build in rounds of 2, builds interleaved the same way):
+  mean, standard deviation, median, min, max.
 * **text size**: the sum of the executable sections (BOLT keeps the original ``.text`` as
   ``.bolt.org.text`` and adds the moved code after it: both count, the first also apart).
 """
@@ -38,7 +40,8 @@ D1 = "32768,8,64"
 LL = "8388608,16,64"
 PAGE = 4096
 FOOTPRINT = 0.99  # share of executed instructions the page footprint covers
-RUNS = 10  # timed runs per build
+RUNS = 10  # timed runs per build (perf stat, interleaved)
+HYPERFINE_RUNS = 20  # timed runs per build (hyperfine); a run is 40-80 ms
 
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -242,6 +245,39 @@ def wall_times(builds: dict[str, Path], argv: list[str], runs: int = RUNS
                   "rsd": statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0,
                   "runs": xs}
     return out
+
+
+def hyperfine_times(builds: dict[str, Path], argv: list[str], json_out: Path,
+                    runs: int = HYPERFINE_RUNS, per_round: int = 2
+                    ) -> dict[str, dict[str, float]]:
+    """Wall-clock time by ``hyperfine -N`` (no shell between, so the figures are the
+    program's own): ``runs / per_round`` rounds, each one hyperfine run over every build
+    (``--warmup 1 --runs per_round``), the build order rotated each round.  Hyperfine times
+    its commands one after the other; rounds interleave the builds so that the drift of a
+    shared machine hits them alike, as in :func:`wall_times`.  Mean, standard deviation,
+    median, min and max in ms over all rounds; each round's JSON is kept."""
+    import json
+    import shlex
+
+    names = list(builds)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    rounds = max(1, -(-runs // per_round))
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        out = json_out.with_name(f"{json_out.stem}-{r}.json")
+        cmd = ["hyperfine", "-N", "--warmup", "1", "--runs", str(per_round),
+               "--style", "none", "--export-json", str(out)]
+        for k in order:
+            cmd += ["--command-name", k, shlex.join([str(builds[k]), *argv])]
+        run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for res in json.loads(out.read_text())["results"]:
+            times[res["command"]] += [t * 1000 for t in res["times"]]
+    stats = {}
+    for k, ms in times.items():
+        stats[k] = {"mean_ms": statistics.mean(ms), "median_ms": statistics.median(ms),
+                    "stddev_ms": statistics.stdev(ms) if len(ms) > 1 else 0.0,
+                    "min_ms": min(ms), "max_ms": max(ms), "runs": ms}
+    return stats
 
 
 def text_size(binary: Path) -> dict[str, int]:

@@ -182,6 +182,29 @@ def record_lbr(binary: Path, argv: list[str], golden: Path, out: Path, work: Pat
     return info
 
 
+def profile_key(binary: Path, argv: list[str], prog: Program, kind: str) -> str:
+    """What the profiles depend on: the baseline's bytes (clang and lld builds are
+    reproducible, so an unchanged toolchain and source give the same key), the profiling
+    input, the sampling settings and the LBR tracer's source."""
+    h = hashlib.sha256()
+    for part in (sha256(binary), sha256(LBR_TOOL), json.dumps(argv), kind,
+                 str(prog.lbr_every), str(prog.ip_period_ns), str(prog.ip_repeat)):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def ip_info(perf: Path) -> dict[str, Any]:
+    """Samples in the IP profile (``perf report``'s own count of the binary's samples)."""
+    p = sh(["perf", "report", "-i", str(perf), "--stdio", "--sort", "dso", "-q"])
+    dsos = {}
+    for line in p.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].endswith("%"):
+            dsos[parts[-1]] = float(parts[0].rstrip("%"))
+    n = sh(["perf", "script", "-i", str(perf), "-F", "ip"]).stdout.count("\n")
+    return {"samples": n, "share_by_dso_pct": dsos}
+
+
 _P2B_READ = re.compile(r"read (\d+) samples and (\d+) brstack entries")
 _P2B_IGN = re.compile(r"ignored samples: (\d+)")
 _P2B_MISMATCH = re.compile(r"traces mismatching disassembled function contents: (\d+)")
@@ -212,15 +235,21 @@ def llvm_bolt(binary: Path, fdata: Path, out: Path) -> dict[str, Any]:
 
 
 def bbmap_layout(perf: Path, binary: Path, out_dir: Path) -> dict[str, Any]:
-    """The cluster file and symbol-ordering file bbmap writes for ``binary`` from ``perf``."""
+    """``bbmap layout``: Ext-TSP block order, hot/cold split and C3 function order from
+    ``perf`` (LBR edges, or for an IP-only profile the counts inferred over the recovered
+    CFG), written as the cluster file and the symbol-ordering file of the relink, plus the
+    JSON report (count source, Ext-TSP scores, hot/cold bytes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cc, ld = out_dir / "cc.txt", out_dir / "ld.txt"
-    bbmap = [sys.executable, "-m", "bbmap"]
-    sh([*bbmap, "annotate", str(perf), str(binary), "--format", "propeller", "-o", str(cc)],
-       log=out_dir / "cc.log")
-    sh([*bbmap, "annotate", str(perf), str(binary), "--format", "symorder", "-o", str(ld)],
-       log=out_dir / "ld.log")
-    return {"how": "bbmap annotate --format propeller/symorder", "cc": str(cc), "ld": str(ld),
+    cc, ld, rep = out_dir / "cc.txt", out_dir / "ld.txt", out_dir / "layout.json"
+    cmd = [sys.executable, "-m", "bbmap", "layout", str(perf), str(binary),
+           "--cc-profile", str(cc), "--ld-profile", str(ld), "--json", "-o", str(rep)]
+    sh(cmd, log=out_dir / "layout.log")
+    doc = json.loads(rep.read_text())
+    return {"how": "bbmap layout " + " ".join(cmd[5:]).replace(str(out_dir) + "/", ""),
+            "cc": str(cc), "ld": str(ld), "report": str(rep),
+            "count_source": doc["count_source"], "params": doc["params"],
+            "mode": doc["mode"], "function_order": doc["function_order"],
+            "totals": doc["totals"],
             "functions": sum(1 for x in cc.read_text().splitlines() if x.startswith("f "))}
 
 
