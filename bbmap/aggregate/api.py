@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from bbmap.aggregate.accounting import Accounting
+from bbmap.aggregate.addresses import AddressAggregator
 from bbmap.aggregate.explain import Evidence, diagnose
 from bbmap.aggregate.functions import FunctionTable
 from bbmap.aggregate.lbr import BlockGeometry, BranchAggregator
@@ -47,9 +48,11 @@ class Annotator:
         self.acct = Accounting()
         self.samples = SampleAggregator(block_map.num_blocks, self.functions, self.acct)
         self.cluster_stats = cluster_stats
+        self.addresses = AddressAggregator()
         self.branches = BranchAggregator(self.geom, self.acct,
                                          drop_duplicate_newest=drop_duplicate_newest,
-                                         cluster_stats=cluster_stats)
+                                         cluster_stats=cluster_stats,
+                                         addresses=self.addresses)
         self.no_block_funcs = np.zeros(self.functions.num_keys, np.int64)
 
     def add_batch(self, batch: SampleBatch, resolver: Resolver) -> None:
@@ -57,6 +60,7 @@ class Annotator:
             r = resolver.resolve(batch.ip, batch.pid, batch.seq, batch.cpumode, None,
                                  batch.time)
             self.samples.add(r, batch.period, resolver.dso_names)
+            self.addresses.add_ips(r, batch.event)
             nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
             if len(nb):
                 k = self.functions.key_at(r.vaddr[nb], r.func[nb])
@@ -90,6 +94,7 @@ class Annotator:
         s.func_samples += o.func_samples
         s.func_period += o.func_period
         self.branches.merge(other.branches)
+        self.addresses.merge(other.addresses)
         self.no_block_funcs += other.no_block_funcs
 
     def hot_no_block(self, n: int = 5) -> list[tuple[str, int]]:
@@ -101,6 +106,8 @@ class Annotator:
                evidence: Evidence | None = None, warnings: Sequence[Diagnostic] = ()
                ) -> AnnotateResult:
         self.acct.check()
+        addresses = self.addresses.result()
+        addresses.check()
         fb, tb, kind, cnt = self.branches.edges()
         res = AnnotateResult(
             binary=binary, build_id=build_id, block_map=self.block_map,
@@ -110,7 +117,7 @@ class Annotator:
             func_period=self.samples.func_period, edge_from=fb, edge_to=tb, edge_kind=kind,
             edge_count=cnt, has_lbr=self.acct.total_branches > 0,
             warnings=list(warnings), block_start=self.geom.start,
-            cluster=self.branches.cluster_moments())
+            cluster=self.branches.cluster_moments(), addresses=addresses)
         res.count_source = "lbr" if res.has_lbr else "none"
         if evidence is not None:
             evidence.hot_no_block = self.hot_no_block()

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bbmap.aggregate.accounting import RANGE_REASONS, Accounting
+from bbmap.aggregate.addresses import AddressAggregator
 from bbmap.aggregate.cluster import ClusterAccumulator, ClusterMoments
 from bbmap.aggregate.resolve import Resolved, Resolver
 from bbmap.buckets import DUPLICATE, IN_BLOCK, OTHER_DSO
@@ -122,9 +123,10 @@ class BranchAggregator:
     per-block arrays plus the distinct edges)."""
 
     def __init__(self, geom: BlockGeometry, acct: Accounting, *,
-                 drop_duplicate_newest: bool | None = None, cluster_stats: bool = False
-                 ) -> None:
+                 drop_duplicate_newest: bool | None = None, cluster_stats: bool = False,
+                 addresses: AddressAggregator | None = None) -> None:
         self.geom = geom
+        self.addresses = addresses  # instruction-address traces (BOLT's formats)
         self.cluster: ClusterAccumulator | None = None  # per-stack moments (opt-in)
         if cluster_stats:
             ent = geom.entry_block
@@ -189,6 +191,8 @@ class BranchAggregator:
         rf = resolver.resolve(src, epid, eseq, None, "from", etime)
         rt = resolver.resolve(dst, epid, eseq, None, "to", etime)
         names = resolver.dso_names
+        if self.addresses is not None:
+            self.addresses.add_stacks(src, dst, flg, ksample, rf, rt)
 
         # ---- taken branches: one bucket each
         where = np.where(rf.where != IN_BLOCK, rf.where, rt.where).astype(np.int64)

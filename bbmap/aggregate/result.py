@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bbmap.aggregate.accounting import Accounting
+from bbmap.aggregate.addresses import AddressProfile
 from bbmap.aggregate.cluster import ClusterMoments
 from bbmap.aggregate.functions import FunctionTable
 from bbmap.aggregate.lbr import EDGE_KINDS
@@ -78,6 +79,8 @@ class AnnotateResult:
     status: str = "ok"  # "ok" | "partial" | "nothing_mapped"
     block_start: np.ndarray | None = None  # u8 absolute block addresses
     cluster: ClusterMoments | None = None  # per-stack moments (annotate(cluster_stats=True))
+    # instruction-address traces and the IP histogram (BOLT's formats; spec/bolt.md)
+    addresses: AddressProfile = field(default_factory=AddressProfile)
     # where block_count and the edge columns come from: "lbr" (branch stacks), "inferred"
     # (min-cost flow over the recovered CFG from IP samples, spec/inference.md) or "none"
     count_source: str = "none"

@@ -1,0 +1,255 @@
+"""Instruction-address aggregates: what BOLT's profile formats are made of.
+
+The block arrays (:mod:`bbmap.aggregate.lbr`, :mod:`bbmap.aggregate.samples`) say how often
+a block ran; BOLT's fdata and pre-aggregated files name *instructions* (a branch at offset
+0x2d of a function, a fall-through ending at 0x38), so annotate also keeps, in ELF
+virtual addresses of the binary:
+
+* **traces** -- one per LBR entry: ``(branch source, branch target, fall-through end) ->
+  (count, mispredicted)``.  The end is the source of the next newer entry of the same
+  stack: the code from the target up to that end ran straight through.  This is
+  perf2bolt's ``Trace`` (``bolt/lib/Profile/DataAggregator.cpp``, ``parseLBRSample``),
+  kept whole rather than as separate branch and range tables because BOLT treats a range
+  differently when the branch that began it was a return from another function (it then
+  also counts the fall-through out of the calling block); :meth:`AddressProfile.branches`
+  and :meth:`AddressProfile.fallthroughs` are its two projections;
+* the **IP histogram** -- ``address -> samples`` of the samples whose IP is in the binary
+  (BOLT's ``no_lbr`` profile counts samples, not periods), and the names of their events.
+
+Rules, each BOLT's (facts read from ``DataAggregator.cpp``; the constants are named here):
+
+* an entry with an end in the kernel half (``>= KERNEL_START``, perf2bolt's
+  ``KernelBaseAddr``) is dropped *before* entries are paired (``--ignore-interrupt-lbr``,
+  on by default): the user code before and after an interrupt is one straight run;
+* the newest kept entry of a stack has no fall-through end: ``END_BRANCH_ONLY``;
+* an address outside the binary is ``EXTERNAL`` (0, BOLT's ``Trace::EXTERNAL``); a trace
+  with no address in the binary is not kept;
+* entries that bbmap's duplicate rule dropped (the ``duplicate`` branch bucket) are not
+  traces (perf2bolt keeps the duplicated newest entry; ``--duplicate-lbr keep`` does too).
+
+Accounting: every LBR entry the duplicate rule kept is exactly one of ``kernel`` (dropped
+as an interrupt), ``external`` (no address in the binary) or one count of a trace;
+:meth:`AddressProfile.check` holds the three to the total.  Everything is vectorized per
+batch; memory is bounded by the distinct traces and addresses, not by the profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bbmap.aggregate.resolve import Resolved
+from bbmap.buckets import OUTSIDE_FUNCTION
+from bbmap.formats import perfdata as fmt
+
+KERNEL_START = 0xFFFF_8000_0000_0000  # x86-64 kernel half: perf2bolt's KernelBaseAddr
+EXTERNAL = 0  # an address outside the binary (BOLT's Trace::EXTERNAL)
+END_BRANCH_ONLY = (1 << 64) - 1  # newest entry: no fall-through end (BOLT's Trace::BR_ONLY)
+
+_U8 = np.uint64
+_EMPTY_U8 = np.zeros(0, np.uint64)
+_EMPTY_I8 = np.zeros(0, np.int64)
+
+
+class AddressAccountingError(AssertionError):
+    """The address-level tallies do not add up: a bbmap bug, never bad input."""
+
+
+def reduce_by_key(keys: list[np.ndarray], values: list[np.ndarray]
+                  ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Sum ``values`` over equal rows of ``keys`` (u8 columns); rows come back sorted by
+    the keys, first column most significant.  Two address columns that both fit in 32
+    bits are packed into one sort key (one sort instead of a two-key lexsort)."""
+    n = len(keys[0])
+    if n == 0:
+        return [k[:0] for k in keys], [v[:0] for v in values]
+    cols = list(keys)
+    if len(cols) >= 2 and int(cols[0].max()) < (1 << 32) and int(cols[1].max()) < (1 << 32):
+        cols = [(cols[0] << _U8(32)) | cols[1], *cols[2:]]
+    order = np.lexsort(cols[::-1]) if len(cols) > 1 else np.argsort(cols[0], kind="stable")
+    sk = [k[order] for k in keys]
+    new = np.zeros(n, bool)
+    new[0] = True
+    for k in sk:
+        new[1:] |= k[1:] != k[:-1]
+    starts = np.flatnonzero(new)
+    return ([k[starts] for k in sk],
+            [np.add.reduceat(v[order], starts) for v in values])
+
+
+@dataclass
+class AddressProfile:
+    """The address-level aggregates of one or more profiles (ELF vaddrs of the binary).
+
+    Additive: two profiles of the same binary merge exactly (:meth:`merge`), which is what
+    an aggregate store must keep to write BOLT's formats from merged data."""
+
+    trace_from: np.ndarray = field(default_factory=lambda: _EMPTY_U8)  # u8 branch source
+    trace_to: np.ndarray = field(default_factory=lambda: _EMPTY_U8)  # u8 branch target
+    trace_end: np.ndarray = field(default_factory=lambda: _EMPTY_U8)  # u8 fall-through end
+    trace_count: np.ndarray = field(default_factory=lambda: _EMPTY_I8)  # i8
+    trace_mispred: np.ndarray = field(default_factory=lambda: _EMPTY_I8)  # i8
+    ip_addr: np.ndarray = field(default_factory=lambda: _EMPTY_U8)  # u8 sampled IP
+    ip_samples: np.ndarray = field(default_factory=lambda: _EMPTY_I8)  # i8
+    events: list[str] = field(default_factory=list)  # events of the samples in the binary
+    entries: int = 0  # LBR entries offered (after the duplicate rule)
+    kernel: int = 0  # ... dropped as kernel/interrupt entries
+    external: int = 0  # ... whose trace has no address in the binary
+
+    @property
+    def has_traces(self) -> bool:
+        return len(self.trace_count) > 0
+
+    def check(self) -> None:
+        """Every LBR entry offered is in exactly one tally."""
+        got = self.kernel + self.external + int(self.trace_count.sum())
+        if got != self.entries:
+            raise AddressAccountingError(
+                f"address accounting does not reconcile: kernel {self.kernel} + external "
+                f"{self.external} + traces {int(self.trace_count.sum())} != {self.entries}")
+
+    def branches(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(from, to, count, mispredicted) of every taken branch (traces summed over
+        their ends)."""
+        (f, t), (c, m) = reduce_by_key([self.trace_from, self.trace_to],
+                                       [self.trace_count, self.trace_mispred])
+        return f, t, c, m
+
+    def fallthroughs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, count) of every straight-line range (traces with an end)."""
+        keep = self.trace_end != _U8(END_BRANCH_ONLY)
+        (s, e), (c,) = reduce_by_key([self.trace_to[keep], self.trace_end[keep]],
+                                     [self.trace_count[keep]])
+        return s, e, c
+
+    def merge(self, other: AddressProfile) -> AddressProfile:
+        """This profile plus ``other`` (same binary), as a new profile."""
+        (f, t, e), (c, m) = reduce_by_key(
+            [np.concatenate([self.trace_from, other.trace_from]),
+             np.concatenate([self.trace_to, other.trace_to]),
+             np.concatenate([self.trace_end, other.trace_end])],
+            [np.concatenate([self.trace_count, other.trace_count]),
+             np.concatenate([self.trace_mispred, other.trace_mispred])])
+        (a,), (s,) = reduce_by_key([np.concatenate([self.ip_addr, other.ip_addr])],
+                                   [np.concatenate([self.ip_samples, other.ip_samples])])
+        return AddressProfile(trace_from=f, trace_to=t, trace_end=e, trace_count=c,
+                              trace_mispred=m, ip_addr=a, ip_samples=s,
+                              events=sorted(set(self.events) | set(other.events)),
+                              entries=self.entries + other.entries,
+                              kernel=self.kernel + other.kernel,
+                              external=self.external + other.external)
+
+    def to_json(self) -> dict:
+        """Sizes and tallies (the arrays themselves go to aggregate files, not JSON)."""
+        return {"traces": len(self.trace_count), "trace_count": int(self.trace_count.sum()),
+                "ips": len(self.ip_addr), "ip_samples": int(self.ip_samples.sum()),
+                "events": self.events, "entries": self.entries, "kernel": self.kernel,
+                "external": self.external}
+
+
+class AddressAggregator:
+    """Accumulates traces and the IP histogram over batches (pending parts folded when
+    they outgrow the folded tables, so memory follows the distinct keys)."""
+
+    FOLD_ROWS = 1 << 20
+
+    def __init__(self) -> None:
+        self.profile = AddressProfile()
+        self._traces: list[tuple[np.ndarray, ...]] = []
+        self._trace_rows = 0
+        self._ips: list[tuple[np.ndarray, np.ndarray]] = []
+        self._ip_rows = 0
+        self._event_ids: set[int] = set()
+
+    # ---------------------------------------------------------------- batches
+    def add_ips(self, r: Resolved, event: np.ndarray) -> None:
+        """Samples whose IP ``r`` resolved into the binary (any of the three in-binary
+        buckets: BOLT counts samples in PLT stubs and unnamed code too)."""
+        inb = np.flatnonzero(r.where <= OUTSIDE_FUNCTION)
+        if not len(inb):
+            return
+        (a,), (c,) = reduce_by_key([r.vaddr[inb].astype(np.uint64)],
+                                   [np.ones(len(inb), np.int64)])
+        self._ips.append((a, c))
+        self._ip_rows += len(a)
+        if len(event):
+            self._event_ids.update(np.unique(event[inb]).tolist())
+        if self._ip_rows > max(4 * len(self.profile.ip_addr), self.FOLD_ROWS):
+            self._fold_ips()
+
+    def add_stacks(self, src: np.ndarray, dst: np.ndarray, flags: np.ndarray,
+                   stack: np.ndarray, rf: Resolved, rt: Resolved) -> None:
+        """LBR entries (newest first within each stack; ``stack`` numbers the stacks)
+        with their resolved ends ``rf`` / ``rt``."""
+        n = len(src)
+        if not n:
+            return
+        p = self.profile
+        p.entries += n
+        kern = (src >= _U8(KERNEL_START)) | (dst >= _U8(KERNEL_START))
+        nk = int(kern.sum())
+        p.kernel += nk
+        idx = np.flatnonzero(~kern) if nk else np.arange(n)
+        if not len(idx):
+            return
+        vf = np.where(rf.where[idx] <= OUTSIDE_FUNCTION, rf.vaddr[idx], _U8(EXTERNAL)
+                      ).astype(np.uint64)
+        vt = np.where(rt.where[idx] <= OUTSIDE_FUNCTION, rt.vaddr[idx], _U8(EXTERNAL)
+                      ).astype(np.uint64)
+        s = stack[idx]
+        end = np.full(len(idx), END_BRANCH_ONLY, np.uint64)
+        same = s[1:] == s[:-1]  # entry j+1 is older than entry j of the same stack
+        end[1:][same] = vf[:-1][same]
+        mis = ((flags[idx] & _U8(fmt.BRF_MISPRED)) != 0).astype(np.int64)
+        outside = (vf == EXTERNAL) & (vt == EXTERNAL) & (
+            (end == _U8(EXTERNAL)) | (end == _U8(END_BRANCH_ONLY)))
+        no = int(outside.sum())
+        p.external += no
+        if no:
+            keep = ~outside
+            vf, vt, end, mis = vf[keep], vt[keep], end[keep], mis[keep]
+        if not len(vf):
+            return
+        (f, t, e), (c, m) = reduce_by_key([vf, vt, end], [np.ones(len(vf), np.int64), mis])
+        self._traces.append((f, t, e, c, m))
+        self._trace_rows += len(f)
+        if self._trace_rows > max(4 * len(p.trace_count), self.FOLD_ROWS):
+            self._fold_traces()
+
+    # ------------------------------------------------------------------ folds
+    def _fold_traces(self) -> None:
+        if not self._traces:
+            return
+        p = self.profile
+        parts = [(p.trace_from, p.trace_to, p.trace_end, p.trace_count, p.trace_mispred),
+                 *self._traces]
+        self._traces, self._trace_rows = [], 0
+        cols = [np.concatenate([q[i] for q in parts]) for i in range(5)]
+        (p.trace_from, p.trace_to, p.trace_end), (p.trace_count, p.trace_mispred) = \
+            reduce_by_key(cols[:3], cols[3:])
+
+    def _fold_ips(self) -> None:
+        if not self._ips:
+            return
+        p = self.profile
+        parts = [(p.ip_addr, p.ip_samples), *self._ips]
+        self._ips, self._ip_rows = [], 0
+        (p.ip_addr,), (p.ip_samples,) = reduce_by_key(
+            [np.concatenate([q[0] for q in parts])], [np.concatenate([q[1] for q in parts])])
+
+    # ------------------------------------------------------------- profiles
+    def name_events(self, names: list[str]) -> None:
+        """Turn the event indexes seen in this profile's batches into ``names`` (the
+        profile's attrs) -- call once per file, before merging."""
+        seen = {names[i] for i in self._event_ids if 0 <= i < len(names)}
+        self.profile.events = sorted(set(self.profile.events) | seen)
+        self._event_ids = set()
+
+    def merge(self, other: AddressAggregator) -> None:
+        self.profile = self.result().merge(other.result())
+
+    def result(self) -> AddressProfile:
+        self._fold_traces()
+        self._fold_ips()
+        return self.profile
