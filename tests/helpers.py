@@ -110,6 +110,19 @@ have_corpus = pytest.mark.skipif(not (os.path.exists(PIE_PROFILE) and os.path.ex
                                  reason="corpus not built")
 
 
+def ip_profile_cases() -> list[tuple[str, str, str]]:
+    """(profile name, perf.data path, binary path) of the manifest's IP-only profiles
+    (``ip_profiles``: ``perf record -e cpu-clock:u`` of the LBR cases' programs)."""
+    m = load_manifest()
+    bins = {b["name"]: str(CORPUS / b["path"]) for b in m.get("binaries", [])}
+    out = []
+    for p in m.get("ip_profiles", []):
+        perf, binary = str(CORPUS / p["path"]), bins.get(p["binaries"][0], "")
+        if os.path.exists(perf) and os.path.exists(binary):
+            out.append((p["name"], perf, binary))
+    return out
+
+
 def go_cases(kind: str = "go_binaries") -> list[dict]:
     """The manifest's Go binaries (``go_binaries``) or Go profiles (``go_profiles``)."""
     return [e for e in load_manifest().get(kind, []) if (CORPUS / e["path"]).exists()]

@@ -38,7 +38,7 @@ class Annotator:
     def __init__(self, block_map: BlockMap, symbols: FunctionSymbols | None, *,
                  demangle: bool = True, drop_duplicate_newest: bool | None = None,
                  sections: list | None = None, _tables: tuple | None = None,
-                 cluster_stats: bool = False) -> None:
+                 cluster_stats: bool = False, addresses: bool = False) -> None:
         self.block_map = block_map
         self.drop_duplicate_newest = drop_duplicate_newest
         if _tables is None:
@@ -48,7 +48,9 @@ class Annotator:
         self.acct = Accounting()
         self.samples = SampleAggregator(block_map.num_blocks, self.functions, self.acct)
         self.cluster_stats = cluster_stats
-        self.addresses = AddressAggregator()
+        # instruction-address aggregates (BOLT's formats): opt-in, they cost about a
+        # quarter of an LBR annotate
+        self.addresses = AddressAggregator() if addresses else None
         self.branches = BranchAggregator(self.geom, self.acct,
                                          drop_duplicate_newest=drop_duplicate_newest,
                                          cluster_stats=cluster_stats,
@@ -60,7 +62,8 @@ class Annotator:
             r = resolver.resolve(batch.ip, batch.pid, batch.seq, batch.cpumode, None,
                                  batch.time)
             self.samples.add(r, batch.period, resolver.dso_names)
-            self.addresses.add_ips(r, batch.event)
+            if self.addresses is not None:
+                self.addresses.add_ips(r, batch.event)
             nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
             if len(nb):
                 k = self.functions.key_at(r.vaddr[nb], r.func[nb])
@@ -83,7 +86,8 @@ class Annotator:
     def fresh(self) -> Annotator:
         """An empty annotator sharing this one's tables (to aggregate one profile apart)."""
         return Annotator(self.block_map, None, drop_duplicate_newest=self.drop_duplicate_newest,
-                         _tables=(self.functions, self.geom), cluster_stats=self.cluster_stats)
+                         _tables=(self.functions, self.geom), cluster_stats=self.cluster_stats,
+                         addresses=self.addresses is not None)
 
     def merge(self, other: Annotator) -> None:
         """Add the counts of an annotator made by :meth:`fresh`."""
@@ -94,7 +98,8 @@ class Annotator:
         s.func_samples += o.func_samples
         s.func_period += o.func_period
         self.branches.merge(other.branches)
-        self.addresses.merge(other.addresses)
+        if self.addresses is not None and other.addresses is not None:
+            self.addresses.merge(other.addresses)
         self.no_block_funcs += other.no_block_funcs
 
     def hot_no_block(self, n: int = 5) -> list[tuple[str, int]]:
@@ -106,8 +111,9 @@ class Annotator:
                evidence: Evidence | None = None, warnings: Sequence[Diagnostic] = ()
                ) -> AnnotateResult:
         self.acct.check()
-        addresses = self.addresses.result()
-        addresses.check()
+        addresses = self.addresses.result() if self.addresses is not None else None
+        if addresses is not None:
+            addresses.check()
         fb, tb, kind, cnt = self.branches.edges()
         res = AnnotateResult(
             binary=binary, build_id=build_id, block_map=self.block_map,
@@ -176,7 +182,8 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
              debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
              chunk_samples: int = 65536, progress: ProgressFn | None = None,
              inference: str = "auto", solver: str = "auto",
-             cluster_stats: bool = False, keep_going: bool = False) -> AnnotateResult:
+             cluster_stats: bool = False, keep_going: bool = False,
+             addresses: bool = False) -> AnnotateResult:
     """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged;
     aggregate files of ``bbmap.aggregate.store`` are added as they are) onto the blocks of
     ``binary``.  Raises :class:`BBMapError` for unreadable inputs (unless ``keep_going``:
@@ -188,13 +195,15 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
     profiles have no branch stacks, ``on`` always, ``off`` never (:func:`apply_inference`).
     ``cluster_stats`` also fills ``result.cluster`` (per-stack moments of the LBR counts,
     which ``verify --profile`` turns into design effects; bbmap.aggregate.cluster).
+    ``addresses`` also fills ``result.addresses`` (traces and the IP histogram in
+    instruction addresses, what BOLT's formats are written from; spec/bolt.md).
     Profiles are listed in one canonical order (path, size, sha256), whatever the order
     they were given in.
     """
     session = Session(binary, name_override=name_override, pid=pid, demangle=demangle,
                       debug_dirs=debug_dirs, drop_duplicate_newest=drop_duplicate_newest,
                       chunk_samples=chunk_samples, cluster_stats=cluster_stats,
-                      keep_going=keep_going)
+                      keep_going=keep_going, addresses=addresses)
     session.add_all(expand_inputs(perf_paths), progress=progress)
     return session.result(inference=inference, solver=solver)
 
@@ -213,7 +222,8 @@ class Session:
                  pid: int | None = None, demangle: bool = True,
                  debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
                  chunk_samples: int = 65536, cluster_stats: bool = False,
-                 keep_going: bool = False, hash_profiles: bool = False) -> None:
+                 keep_going: bool = False, hash_profiles: bool = False,
+                 addresses: bool = False) -> None:
         from bbmap.binary import load_binary
         from bbmap.index import BlockIndex
 
@@ -233,7 +243,7 @@ class Session:
         self.b = b
         self.ann = Annotator(b.block_map, b.symbols, demangle=demangle,
                              drop_duplicate_newest=drop_duplicate_newest, sections=b.sections,
-                             cluster_stats=cluster_stats)
+                             cluster_stats=cluster_stats, addresses=addresses)
         self.index = BlockIndex(b.block_map, b.symbols, b.sections)
         self._binary_sha256: str | None = None
 
@@ -278,6 +288,11 @@ class Session:
     def add_aggregate(self, agg, name: str) -> None:  # noqa: ANN001 - store.Aggregate
         from bbmap.aggregate import store
 
+        if self.ann.addresses is not None:
+            # refuse rather than write a BOLT profile missing this file's branches
+            raise BBMapError("aggregate files do not carry the instruction-address "
+                             "aggregates BOLT's formats are written from (yet); give the "
+                             "perf.data files", file=name)
         mine = self.identity_aggregate()
         store.check_mergeable(agg, mine, name, f"the binary {self.binary_path}")
         store.add_to_annotator(agg, self.ann)

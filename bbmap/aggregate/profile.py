@@ -61,7 +61,8 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
         sub = ann.fresh()
         pm, _, _, samples, branches = _pass(PerfData(path), binary, index, sub, pm,
                                             name_override, pid, chunk_samples, progress)
-    sub.addresses.name_events([a.name for a in perf.attrs])
+    if sub.addresses is not None:
+        sub.addresses.name_events([a.name for a in perf.attrs])
     ann.merge(sub)
     ev = pm.evidence
     for fn, bid in ev.build_ids_seen.items():

@@ -80,7 +80,8 @@ class AnnotateResult:
     block_start: np.ndarray | None = None  # u8 absolute block addresses
     cluster: ClusterMoments | None = None  # per-stack moments (annotate(cluster_stats=True))
     # instruction-address traces and the IP histogram (BOLT's formats; spec/bolt.md)
-    addresses: AddressProfile = field(default_factory=AddressProfile)
+    # (annotate(addresses=True); None otherwise)
+    addresses: AddressProfile | None = None
     # where block_count and the edge columns come from: "lbr" (branch stacks), "inferred"
     # (min-cost flow over the recovered CFG from IP samples, spec/inference.md) or "none"
     count_source: str = "none"

@@ -16,15 +16,17 @@ from bbmap.cli.profile_args import (
     split_inputs,
 )
 
-FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate")
+FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate", "fdata", "bolt-preagg")
+BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (spec/bolt.md)
 
 
 @main.command("annotate")
 @click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="text report, JSON/CSV per-block data, Propeller cluster file, lld "
-                   "symbol-ordering file, or a mergeable Parquet aggregate (needs -o; "
-                   "pip install 'bbmap[fleet]')")
+                   "symbol-ordering file, a mergeable Parquet aggregate (needs -o; "
+                   "pip install 'bbmap[fleet]'), BOLT's fdata (as perf2bolt writes it) or "
+                   "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa)")
 @output_option()
 @click.option("--top", type=click.IntRange(min=0), default=None,
               help="hottest functions to list (text default 20; json/csv default all; 0 = all)")
@@ -53,14 +55,18 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int
             if progress:
                 progress.close()
         return
+    kwargs = annotate_kwargs(**profile)
+    if fmt in BOLT_FORMATS:  # instruction addresses, not inferred block counts
+        kwargs.update(addresses=True, inference="off")
     try:
-        result = annotate(perf_paths, binary, **annotate_kwargs(**profile),
+        result = annotate(perf_paths, binary, **kwargs,
                           progress=progress.update if progress else None,
                           keep_going=keep_going)
     finally:
         if progress:
             progress.close()
-    text = _render(result, fmt, top, int(cluster_version), output is None)
+    text = _render(result, fmt, top, int(cluster_version), output is None,
+                   debug_dirs=kwargs["debug_dirs"])
     write_output(text, output, keep_existing=result.status == "nothing_mapped")
     exit_if_failed(result)
 
@@ -84,8 +90,14 @@ def _write_aggregate(perf_paths: list[str], binary: str, output: str | None,
     exit_if_incomplete(agg)
 
 
-def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool  # noqa: ANN001
-            ) -> str:
+def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool,  # noqa: ANN001
+            debug_dirs: tuple[str, ...] = ()) -> str:
+    if fmt in BOLT_FORMATS:
+        from bbmap.binary import load_binary
+        from bbmap.outputs.bolt import render_fdata, render_preagg
+
+        b = load_binary(result.binary, debug_dirs=debug_dirs)
+        return render_fdata(result, b) if fmt == "fdata" else render_preagg(result, b)
     if fmt == "json":
         from bbmap.outputs.jsonout import render_json
         return render_json(result, top=top or None)

@@ -46,6 +46,15 @@ NT_GNU_BUILD_ID = 3
 R_X86_64_64 = 1
 R_INFO_SYM_SHIFT = {32: 8, 64: 32}  # ELF32_R_SYM / ELF64_R_SYM
 
+# .eh_frame_hdr (LSB "Exception Frame Header"): version, eh_frame_ptr encoding, fde_count
+# encoding, table encoding, then eh_frame_ptr, fde_count and a sorted table of
+# (initial location, FDE address) pairs; the pointer encodings are DWARF's DW_EH_PE_*
+EH_FRAME_HDR_VERSION = 1
+DW_EH_PE_OMIT = 0xFF
+DW_EH_PE_FORMAT_MASK, DW_EH_PE_APPLICATION_MASK = 0x0F, 0x70
+DW_EH_PE_UDATA4, DW_EH_PE_SDATA4, DW_EH_PE_UDATA8, DW_EH_PE_SDATA8 = 0x03, 0x0B, 0x04, 0x0C
+DW_EH_PE_ABSPTR, DW_EH_PE_PCREL, DW_EH_PE_DATAREL = 0x00, 0x10, 0x30
+
 # SHT_CREL (LLVM's compact relocations): a ULEB header count << 3 | addend flag | shift,
 # then per entry a byte of delta flags below the offset delta's low bits
 CREL_COUNT_SHIFT, CREL_HAS_ADDEND, CREL_SHIFT_MASK = 3, 0x4, 0x3
