@@ -16,6 +16,10 @@ virtual addresses of the binary:
 * the **IP histogram** -- ``address -> samples`` of the samples whose IP is in the binary
   (BOLT's ``no_lbr`` profile counts samples, not periods), and the names of their events.
 
+Filled only on request (``annotate(addresses=True)``, the BOLT formats of the CLI): they
+cost about a quarter of an LBR annotate.  The arrays, their shapes and the merge rule are
+described in spec/bolt.md.
+
 Rules, each BOLT's (facts read from ``DataAggregator.cpp``; the constants are named here):
 
 * an entry with an end in the kernel half (``>= KERNEL_START``, perf2bolt's
@@ -42,8 +46,8 @@ import numpy as np
 from bbmap.aggregate.resolve import Resolved
 from bbmap.buckets import OUTSIDE_FUNCTION
 from bbmap.formats import perfdata as fmt
+from bbmap.mappings import KERNEL_START  # x86-64 kernel half: perf2bolt's KernelBaseAddr
 
-KERNEL_START = 0xFFFF_8000_0000_0000  # x86-64 kernel half: perf2bolt's KernelBaseAddr
 EXTERNAL = 0  # an address outside the binary (BOLT's Trace::EXTERNAL)
 END_BRANCH_ONLY = (1 << 64) - 1  # newest entry: no fall-through end (BOLT's Trace::BR_ONLY)
 
