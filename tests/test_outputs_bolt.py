@@ -208,3 +208,16 @@ def test_version_does_not_import_numpy() -> None:
             "assert 'numpy' not in sys.modules, 'numpy imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+@needs_pie
+def test_aggregate_files_are_refused_for_bolt_formats(tmp_path) -> None:  # noqa: ANN001
+    """Aggregate files carry no address aggregates yet: a BOLT profile made with one would
+    silently miss its branches, so the request is refused with the file named."""
+    pytest.importorskip("pyarrow")
+    _, perf, binary = PIE
+    agg = tmp_path / "one.agg"
+    code, out = cli("annotate", "--format", "aggregate", "-o", str(agg), perf, binary)
+    assert code == 0, out
+    code, out = cli("annotate", "--format", "fdata", str(agg), binary)
+    assert code != 0 and "one.agg" in out and "Traceback" not in out
