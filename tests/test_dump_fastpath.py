@@ -21,7 +21,7 @@ from pathlib import Path
 import hypothesis.strategies as st
 import numpy as np
 import pytest
-from helpers import all_corpus_binaries, map_function
+from helpers import all_corpus_binaries, go_cases, map_function
 from hypothesis import HealthCheck, given, settings
 
 import bbmap.outputs.json_fragments as fast
@@ -357,7 +357,8 @@ def _reference(b: Binary) -> bytes:
     return b"".join(reference_iter_json(b))
 
 
-@pytest.mark.parametrize("path", all_corpus_binaries())
+@pytest.mark.parametrize("path", all_corpus_binaries() + [
+    pytest.param(CORPUS / e["path"], id=e["name"]) for e in go_cases()])
 @pytest.mark.parametrize("demangle", [True, False])
 def test_same_bytes_as_previous_renderer_on_corpus(path, demangle):
     if not path.exists():
