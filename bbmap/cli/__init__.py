@@ -8,17 +8,26 @@ one line on stderr and a non-zero exit code: never a traceback.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
-import sys
-from collections.abc import Callable
-from typing import Any
 
-import click
+# bbmap does no linear algebra: numpy's BLAS (OpenBLAS, MKL) and OpenMP would start a
+# thread pool per core at import for nothing (spec/startup.md).  Set before anything
+# can load numpy; a value the user exported wins.
+THREAD_POOL_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+for _var in THREAD_POOL_ENV:
+    os.environ.setdefault(_var, "1")
 
-from bbmap.atomic import Terminated
-from bbmap.errors import BBMapError, UsageError, is_decoding_error, library_words
+import contextlib  # noqa: E402
+import functools  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import click  # noqa: E402
+
+from bbmap import __version__  # noqa: E402
+from bbmap.atomic import Terminated  # noqa: E402
+from bbmap.errors import BBMapError, UsageError, is_decoding_error, library_words  # noqa: E402
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1  # ran, but the output is incomplete or wrong (errors in the input)
@@ -135,7 +144,8 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="bbmap")
+@click.version_option(__version__, prog_name="bbmap")  # not package_name: that reads the
+# installed metadata through importlib.metadata (~15 ms of imports); tests hold the two equal
 def main() -> None:
     """Map sampled program counters to compiler basic blocks."""
     # file names are bytes on Linux; ones that are not UTF-8 reach us as surrogates

@@ -10,7 +10,6 @@ import click
 from bbmap.atomic import atomic_open
 from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main, refuse_output_over_input
 from bbmap.cli.options import debug_dir_option, output_option
-from bbmap.dump import iter_text, write_json, write_overlapped
 
 
 @main.command("dump")
@@ -26,6 +25,7 @@ def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
              debug_dirs: tuple[str, ...], decoder: str) -> None:
     """Decode every basic-block address map in BINARY (map sections, .bb_info, labels)."""
     from bbmap.binary import load_binary
+    from bbmap.dump import iter_text, write_json, write_overlapped
 
     refuse_output_over_input(output, (binary,))
     b = load_binary(binary, demangle=not no_demangle, debug_dirs=debug_dirs, decoder=decoder)

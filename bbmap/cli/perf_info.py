@@ -9,7 +9,6 @@ import click
 
 from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
 from bbmap.cli.options import output_option, write_output
-from bbmap.perf.info import format_text, perf_info
 
 
 @main.command("perf-info")
@@ -22,6 +21,8 @@ def perf_info_cmd(perf_data: str, as_json: bool, output: str | None) -> None:
 
     Exits 1 when the file is damaged past a point (the counts cover what could be read).
     """
+    from bbmap.perf.info import format_text, perf_info
+
     refuse_output_over_input(output, [perf_data])
     diags: list = []
     info = perf_info(perf_data, diagnostics=diags)

@@ -1,0 +1,92 @@
+"""The start-up budget (spec/startup.md), held by what gets imported, not by a clock.
+
+``bbmap --version`` and every ``--help`` import neither numpy nor the format layers;
+a command imports only what its path needs (annotate's JSON path: no disassembler with
+inference off, no rich, no pictures, no layout); the BLAS / OpenMP thread pools are
+limited to one thread before numpy loads.  Each case runs in a fresh interpreter with
+``-X importtime`` (what the process imported, whatever the cache state).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import PIE_BINARY, PIE_PROFILE, have_corpus
+
+from bbmap import __version__
+from bbmap.cli import SUBCOMMANDS, THREAD_POOL_ENV
+
+# never before a command body runs: numpy, the formats and readers, third-party parsers
+HEAVY = ("numpy", "bbmap.formats", "bbmap.binary", "bbmap.perf", "bbmap.aggregate",
+         "construct", "elftools", "capstone", "rich", "importlib.metadata", "scipy")
+
+
+def imported(*args: str, env: dict | None = None) -> set[str]:
+    """Modules the ``bbmap`` command imports for ``args`` (run as ``python -m bbmap``)."""
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "bbmap", *args],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+def heavy_in(mods: set[str]) -> list[str]:
+    return sorted(m for m in mods if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), *(
+    (name, "--help") for name in sorted(SUBCOMMANDS))], ids=" ".join)
+def test_version_and_help_import_nothing_heavy(args: tuple[str, ...]) -> None:
+    assert heavy_in(imported(*args)) == []
+
+
+def test_version_is_the_installed_one() -> None:
+    """--version prints ``bbmap.__version__`` (no metadata read at start-up); it must
+    equal what the installer recorded from pyproject.toml."""
+    assert __version__ == importlib.metadata.version("bbmap")
+    r = subprocess.run([sys.executable, "-m", "bbmap", "--version"], capture_output=True,
+                       text=True, check=True)
+    assert r.stdout == f"bbmap, version {__version__}\n"
+
+
+@have_corpus
+def test_annotate_json_imports_only_its_path(tmp_path) -> None:
+    out = str(tmp_path / "a.json")
+    mods = imported("annotate", PIE_PROFILE, PIE_BINARY, "--format", "json",
+                    "--inference", "off", "-o", out)
+    assert "bbmap.outputs.jsonout" in mods and "numpy" in mods
+    unwanted = ("bbmap.outputs.text", "bbmap.outputs.svg", "bbmap.outputs.csvout",
+                "bbmap.layout", "bbmap.cfg", "bbmap.inference", "capstone", "rich",
+                "bbmap.verify", "bbmap.dump", "scipy", "ortools")
+    assert sorted(m for m in mods if m.startswith(unwanted)) == []
+
+
+@have_corpus
+def test_dump_json_imports_only_its_path(tmp_path) -> None:
+    mods = imported("dump", "--json", PIE_BINARY, "-o", str(tmp_path / "d.json"))
+    assert "bbmap.dump" in mods
+    unwanted = ("bbmap.perf", "bbmap.aggregate", "bbmap.index", "bbmap.cfg", "capstone",
+                "rich", "bbmap.verify", "bbmap.outputs.text", "scipy")
+    assert sorted(m for m in mods if m.startswith(unwanted)) == []
+
+
+def test_thread_pools_limited_before_numpy_loads() -> None:
+    """With the variables unset, importing the CLI sets them to 1, and numpy then
+    starts no BLAS thread: the process has one thread (OpenBLAS would add one per
+    core).  A value the user exported is kept."""
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_POOL_ENV}
+    code = ("import os, bbmap.cli, sys; assert 'numpy' not in sys.modules; import numpy; "
+            "print(*[os.environ[v] for v in bbmap.cli.THREAD_POOL_ENV], "
+            "len(os.listdir('/proc/self/task')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=env, check=True)
+    assert r.stdout.split() == ["1"] * len(THREAD_POOL_ENV) + ["1"]
+    env["OMP_NUM_THREADS"] = "3"
+    r = subprocess.run([sys.executable, "-c", "import os, bbmap.cli; "
+                        "print(os.environ['OMP_NUM_THREADS'])"], capture_output=True,
+                       text=True, env=env, check=True)
+    assert r.stdout.strip() == "3"
