@@ -21,6 +21,7 @@ import numpy as np
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import FunctionView, _span
 from bbmap.formats.bbaddrmap import MD_NAMES
+from bbmap.outputs.csvout import COLUMNS  # the header row: one declaration
 
 
 def hot_functions(result, top=None):
@@ -114,10 +115,6 @@ def render_json(result, *, top=None) -> str:
     parts.append(f"{enc('warnings')}:{enc([d.to_json() for d in result.warnings])}")
     parts.append("}")
     return "\n".join(parts) + "\n"
-
-
-COLUMNS = ("record", "function", "id", "address", "size", "flags", "samples", "period",
-           "count", "to", "kind", "source")
 
 
 def render_csv(result, *, top=None) -> str:
