@@ -72,3 +72,8 @@ def test_names_that_need_escaping_and_quoting() -> None:
     r.__dict__.pop("_cols", None)
     assert render_json(r) == render_oracle.render_json(r)
     assert render_csv(r) == render_oracle.render_csv(r)
+    # names holding every control byte: CSV rows carry their own prefix (no marker byte)
+    every = "".join(chr(c) for c in range(1, 32))
+    r.functions.names = [every + n for n in names]
+    assert render_csv(r) == render_oracle.render_csv(r)
+    assert render_json(r) == render_oracle.render_json(r)

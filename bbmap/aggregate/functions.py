@@ -92,6 +92,14 @@ class FunctionTable:
         t._bm_ptr = np.searchsorted(key_of_bmfunc[order], np.arange(len(t.names) + 1))
         return t
 
+    def bmfunc_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """``bmfuncs`` of every key at once: block-map functions ``order[ptr[k]:ptr[k+1]]``
+        of key ``k`` (map order); keys added after the table was built have none."""
+        ptr = self._bm_ptr
+        if len(ptr) < self.num_keys + 1:
+            ptr = np.concatenate([ptr, np.full(self.num_keys + 1 - len(ptr), ptr[-1])])
+        return self._bm_order, ptr
+
     @property
     def bmfuncs(self) -> _BmFuncs:
         """Block-map functions of each key (``bmfuncs[k]`` is a list, usually of one)."""

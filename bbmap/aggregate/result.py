@@ -124,8 +124,10 @@ class AnnotateResult:
                 self._bk = np.zeros(0, np.int32)
         return self._bk
 
-    def hot_functions(self, top: int | None = None) -> list[FunctionView]:
-        """Functions with samples, LBR counts or edges, hottest first."""
+    def hot_keys(self, top: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The keys of the functions with samples, counts or edges, hottest first (by
+        samples, then count, then key), the first ``top`` of them; and each edge's key
+        (the function of its from-block).  The one selection rule of every report."""
         ft = self.functions
         nk = ft.num_keys
         bk = self._block_key
@@ -141,6 +143,12 @@ class AnnotateResult:
         hot = hot[order]
         if top is not None:
             hot = hot[:top]
+        return hot, edge_key
+
+    def hot_functions(self, top: int | None = None) -> list[FunctionView]:
+        """Functions with samples, LBR counts or edges, hottest first."""
+        ft = self.functions
+        hot, edge_key = self.hot_keys(top)
         edge_order = np.argsort(edge_key, kind="stable")
         sorted_keys = edge_key[edge_order]
         out = []

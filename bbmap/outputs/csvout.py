@@ -6,6 +6,13 @@ functions) or ``bucket`` (an accounting bucket, so the totals travel with the da
 ``source`` says where a block's or edge's ``count`` comes from: ``lbr`` (branch stacks)
 or ``inferred`` (min-cost flow from IP samples, spec/inference.md); empty without counts.
 Spreadsheets and pandas can filter on the first column.
+
+The block and edge rows are laid out from columns (:mod:`bbmap.outputs.columnar`);
+each row starts with a marker byte that no name holds, replaced per function by its
+``block,<name>,`` / ``edge,<name>,`` prefix (a name can be kilobytes of C++ template:
+it is written once per function, not padded into every row).  Fields are quoted as
+``csv.writer`` quotes them, and the bytes equal its output
+(``tests/test_outputs_render_oracle.py``).
 """
 
 from __future__ import annotations
@@ -13,33 +20,45 @@ from __future__ import annotations
 import csv
 import io
 
+import numpy as np
+
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import AnnotateResult
+from bbmap.formats.bbaddrmap import MD_NAMES
+from bbmap.outputs.columnar import Dec, Hex, Pick, cut, render_rows
+from bbmap.outputs.hot_table import hot_table
 
 COLUMNS = ("record", "function", "id", "address", "size", "flags", "samples", "period",
            "count", "to", "kind", "source")
+_FLAGS = ["|".join(n for n, bit in MD_NAMES.items() if md & bit).encode() for md in range(256)]
+_KINDS = [k.encode() for k in EDGE_KINDS]
+_QUOTE_IF = (",", '"', "\r", "\n")  # csv.writer's QUOTE_MINIMAL triggers (and more is safe)
+
+
+def csv_fields(texts: list[str]) -> list[str]:
+    """Each text as ``csv.writer`` writes it in a row of several fields."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    out = []
+    for s in texts:
+        if not any(c in s for c in _QUOTE_IF):
+            out.append(s)
+            continue
+        buf.seek(0)
+        buf.truncate()
+        w.writerow((s, ""))
+        out.append(buf.getvalue()[:-2])
+    return out
 
 
 def render_csv(result: AnnotateResult, *, top: int | None = None) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS)
-    c = result.columns()
-    names = result.functions.names
-    ids, keys = c["id"], c["key"]
-    src = result.count_source if result.has_counts else ""  # "lbr" | "inferred" | ""
-    for fv in result.hot_functions(top):
-        for b in fv.blocks.tolist():
-            w.writerow(("block", fv.name, ids[b], f"{c['address'][b]:#x}", c["size"][b],
-                        "|".join(c["flags"][b]), c["samples"][b], c["period"][b],
-                        c["count"][b], "", "", src))
-        for e in fv.edges.tolist():
-            f, t = c["e_from"][e], c["e_to"][e]
-            w.writerow(("edge", fv.name,
-                        ids[f] if keys[f] == fv.key else f"{names[keys[f]]}:{ids[f]}",
-                        "", "", "", "", "", c["e_count"][e],
-                        ids[t] if keys[t] == fv.key else f"{names[keys[t]]}:{ids[t]}",
-                        EDGE_KINDS[c["e_kind"][e]], src))
+    head = buf.getvalue()
+    body = _rows(result, top).decode("utf-8", "surrogatepass")
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
     a = result.accounting
     per = a.period_buckets()
     for name, n in a.sample_buckets().items():
@@ -49,4 +68,54 @@ def render_csv(result: AnnotateResult, *, top: int | None = None) -> str:
     if a.total_branches:
         for name, n in a.branch_buckets().items():
             w.writerow(("bucket", "", name, "", "", "", "", "", n, "", "branches", ""))
-    return buf.getvalue()
+    return head + body + buf.getvalue()
+
+
+def _rows(r: AnnotateResult, top: int | None) -> bytes:
+    t = hot_table(r, top)
+    n = len(t.keys)
+    if not n:
+        return b""
+    m = r.block_map
+    src = (r.count_source if r.has_counts else "").encode()
+    names = [s.encode("utf-8", "surrogatepass") for s in
+             csv_fields([r.functions.names[k] for k in t.keys.tolist()])]
+    cross = [s.encode("utf-8", "surrogatepass") for s in csv_fields(t.cross_names)]
+    mark = _marker(names + cross)
+    fpos = np.arange(n)
+    b = t.block
+    blocks, bptr = render_rows(len(b), [
+        mark or Pick([b"block," + s + b"," for s in names], np.repeat(fpos, np.diff(t.block_ptr))),
+        Dec(m.block_id[b]), b",0x", Hex(r.block_start[b]), b",",
+        Dec(m.block_size[b]), b",", Pick(_FLAGS, m.block_md[b]), b",",
+        Dec(r.block_samples[b]), b",", Dec(r.block_period[b]), b",", Dec(r.block_count[b]),
+        b",,," + src + b"\n"])
+    e = t.edge
+    edges, eptr = render_rows(len(e), [
+        mark or Pick([b"edge," + s + b"," for s in names], np.repeat(fpos, np.diff(t.edge_ptr))),
+        Dec(m.block_id[r.edge_from[e]]), b",,,,,,", Dec(r.edge_count[e]), b",",
+        Dec(m.block_id[r.edge_to[e]], where=t.to_cross < 0),
+        Pick([b""] + cross, t.to_cross + 1), b",", Pick(_KINDS, r.edge_kind[e]),
+        b"," + src + b"\n"])
+    bl = cut(blocks, bptr, t.block_ptr[:-1], t.block_ptr[1:])
+    ed = cut(edges, eptr, t.edge_ptr[:-1], t.edge_ptr[1:])
+    out: list = [None] * (2 * n)
+    if not mark:  # the names hold every control byte: each row carries its prefix
+        out[0::2], out[1::2] = bl, ed
+        return b"".join(out)
+    out = []
+    for name, x, y in zip(names, bl, ed):
+        out.append(bytes(x).replace(mark, b"block," + name + b","))
+        if len(y):
+            out.append(bytes(y).replace(mark, b"edge," + name + b","))
+    return b"".join(out)
+
+
+def _marker(texts: list[bytes]) -> bytes:
+    """A control byte that none of ``texts`` holds (the rows' other fields are digits,
+    flag and kind names), or ``b""`` if there is none."""
+    joined = b"".join(texts)
+    for c in range(1, 32):
+        if c not in (9, 10, 13) and bytes([c]) not in joined:
+            return bytes([c])
+    return b""

@@ -1,0 +1,55 @@
+"""The columnar row writer (bbmap/outputs/columnar.py) against plain Python formatting."""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import bbmap.outputs.columnar as col
+from bbmap.outputs.columnar import Dec, Hex, Pick, cut, render_rows
+
+TEXTS = st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\0", b"z")), min_size=1,
+                 max_size=6)
+
+
+@st.composite
+def tables(draw):  # noqa: ANN001, ANN201
+    n = draw(st.integers(0, 60))
+    signed = draw(st.lists(st.integers(-(2**62), 2**62), min_size=n, max_size=n))
+    unsigned = draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n))
+    where = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    texts = draw(TEXTS)
+    pick = draw(st.lists(st.integers(0, len(texts) - 1), min_size=n, max_size=n))
+    return n, signed, unsigned, where, texts, pick
+
+
+@settings(max_examples=200, deadline=None)
+@given(tables(), st.sampled_from([1 << 6, 1 << 10, col.CHUNK_BYTES]))
+def test_rows_equal_python_formatting(t, chunk) -> None:
+    n, signed, unsigned, where, texts, pick = t
+    old = col.CHUNK_BYTES
+    col.CHUNK_BYTES = chunk  # small chunks: many passes
+    try:
+        text, ptr = render_rows(n, [
+            b"<", Dec(np.array(signed, np.int64)), b"|", Dec(np.array(unsigned, np.uint64)),
+            b"|0x", Hex(np.array(unsigned, np.uint64)), b"|",
+            Dec(np.array(signed, np.int64), where=np.array(where, bool)), b"|",
+            Pick(texts, np.array(pick, np.int64)), b">\n"])
+    finally:
+        col.CHUNK_BYTES = old
+    rows = [b"<%d|%d|0x%x|%s|%s>\n" % (s, u, u, b"%d" % s if w else b"", texts[p])
+            for s, u, w, p in zip(signed, unsigned, where, pick)]
+    assert text == b"".join(rows)
+    assert ptr.tolist() == np.cumsum([0] + [len(r) for r in rows]).tolist()
+    if n:
+        first = np.array([0, n // 2]); last = np.array([n // 2, n])  # noqa: E702
+        got = [bytes(p) for p in cut(text, ptr, first, last, skip=1)]
+        assert got == [b"".join(rows[a:b])[1:] for a, b in zip(first, last)]
+
+
+def test_no_rows_and_nul_texts() -> None:
+    assert render_rows(0, [b"x", Dec(np.zeros(0, np.int64))])[0] == b""
+    with pytest.raises(ValueError, match="NUL"):
+        render_rows(1, [Pick([b"a\0"], np.zeros(1, np.int64))])
