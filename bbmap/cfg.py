@@ -134,8 +134,12 @@ class CFG:
 
 
 # ----------------------------------------------------------------------------- recovery
-def recover_cfg(binary: Any, block_map: BlockMap | None = None) -> CFG:
-    """The CFG of every function of ``binary`` (a :class:`bbmap.binary.Binary`)."""
+def recover_cfg(binary: Any, block_map: BlockMap | None = None,
+                functions: np.ndarray | None = None) -> CFG:
+    """The CFG of every function of ``binary`` (a :class:`bbmap.binary.Binary`), or of
+    the block-map ``functions`` given: the others are not disassembled (their blocks
+    have no instructions and no successors), which is most of the time of a large
+    binary of which a profile touched a few functions."""
     m = block_map if block_map is not None else binary.block_map
     B = m.num_blocks
     rng = np.repeat(np.arange(m.num_ranges, dtype=np.int64), np.diff(m.range_block_ptr))
@@ -152,7 +156,12 @@ def recover_cfg(binary: Any, block_map: BlockMap | None = None) -> CFG:
     dis = Disassembler(binary.machine, int(getattr(binary, "elfclass", 64)))
     data = _file_bytes(binary)
     range_section = _range_sections(binary, m)
-    code = sweep_ranges(dis, data, binary.sections, m, range_section, start, range_end)
+    want = None
+    if functions is not None:
+        fsel = np.zeros(m.num_functions, bool)
+        fsel[np.asarray(functions, np.int64)] = True
+        want = fsel[rfunc]
+    code = sweep_ranges(dis, data, binary.sections, m, range_section, start, range_end, want)
     return _build(binary, m, code, dis, data, rng, bfunc, start, end, range_section)
 
 

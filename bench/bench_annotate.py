@@ -3,14 +3,17 @@
 
 1. IP samples: generate a C program with many functions (default 20,000) that spreads its
    time over all of them, build it with clang-22 ``-fbasic-block-address-map``, record it
-   with ``perf record -e cpu-clock -c 10000`` until the profile has >= 500,000 samples, then
-   time ``bbmap annotate`` and ``perf report --stdio`` on the same file, alternating, and
-   print the ratio.
+   with ``perf record -e cpu-clock -c 10000`` until the profile has >= 500,000 (and
+   2,000,000) samples, then time ``bbmap annotate`` (text, JSON and CSV with inference off;
+   JSON and CSV with inference on) and ``perf report --stdio`` on the same file, in turn,
+   and print each ratio with the spread and the load average; the JSON/CSV bytes are
+   checked against the previous renderers.
 2. LBR: write a synthetic LBR profile of >= 1 GB (32-entry stacks over the same binary's
    blocks) with ``bbmap.perf.writer.PerfWriter`` and run ``bbmap annotate`` on it in a
    subprocess, reporting wall time and peak RSS (limit: 1 GB).
 
     python bench/bench_annotate.py [--workdir /tmp/bbmap-bench-annotate] [--functions 20000]
+                                   [--samples 500000,2000000] [--rounds 5] [--solver auto]
                                    [--lbr-gb 1.0] [--skip-ip] [--skip-lbr]
 
 Inputs are cached in the work directory (delete it to regenerate).
@@ -22,6 +25,7 @@ import argparse
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -143,24 +147,65 @@ def bbmap_cmd(*args: str) -> list[str]:
     return [exe, *args]
 
 
-def bench_ip(d: str, exe: str, want: int, rounds: int) -> None:
+def spread(ts: list[float]) -> str:
+    return (f"median {statistics.median(ts):6.2f} s  min {min(ts):5.2f}  max {max(ts):5.2f}"
+            f"  (n={len(ts)})")
+
+
+# (label, extra args): the formats pipelines read, the text report, and inference on/off
+IP_CASES = (("text", ["--inference", "off"]), ("json", ["--inference", "off"]),
+            ("csv", ["--inference", "off"]), ("json", []), ("csv", []))
+
+
+def bench_ip(d: str, exe: str, want: int, rounds: int, solver: str = "auto") -> None:
+    """``bbmap annotate`` in each format beside ``perf report --stdio`` on the same
+    profile, every command once per round in turn (so they share the machine's load);
+    the ratio is of the medians.  The JSON/CSV files are also checked byte for byte
+    against the previous renderers (bbmap/testing/render_oracle.py)."""
     data = record_ip(d, exe, want)
     from bbmap.binary import load_binary
 
     nfun = len(load_binary(exe).symbols)
     n = count_samples(data)
-    out = os.path.join(d, "ip.txt")
-    ours = bbmap_cmd("annotate", data, exe, "-o", out)
+    cmds = {}
+    for fmt, extra in IP_CASES:
+        label = f"annotate --format {fmt}" + (" --inference off" if extra else
+                                              f" (inference auto, solver {solver})")
+        out = os.path.join(d, f"ip-{fmt}{'-noinf' if extra else ''}.out")
+        cmds[label] = (bbmap_cmd("annotate", data, exe, "--format", fmt, *extra,
+                                 "--inference-solver", solver, "-o", out), out)
     perf = ["perf", "report", "--stdio", "-i", data]
-    tb, tp = [], []
-    for _ in range(rounds):  # alternate so both see the same machine load
-        tb.append(timed(ours))
-        tp.append(timed(perf))
-    b, p = min(tb), min(tp)
+    times: dict[str, list[float]] = {k: [] for k in [*cmds, "perf"]}
     print(f"IP profile: {n} samples, binary with {nfun} function symbols ({data})")
-    print(f"  bbmap annotate       : {b:7.2f} s  (runs: {', '.join(f'{x:.2f}' for x in tb)})")
-    print(f"  perf report --stdio  : {p:7.2f} s  (runs: {', '.join(f'{x:.2f}' for x in tp)})")
-    print(f"  ratio bbmap/perf     : {b / p:7.2f}  ({'faster' if b < p else 'SLOWER'})")
+    print("  load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    for _ in range(rounds):
+        for k, (cmd, _out) in cmds.items():
+            times[k].append(timed(cmd))
+        times["perf"].append(timed(perf))
+    print("  load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    p = statistics.median(times["perf"])
+    print(f"  {'perf report --stdio':58s}: {spread(times['perf'])}")
+    for k in cmds:
+        b = statistics.median(times[k])
+        print(f"  bbmap {k:52s}: {spread(times[k])}   ratio {b / p:5.2f}"
+              f"  (min/min {min(times[k]) / min(times['perf']):.2f})")
+    check_bytes(data, exe, {k: v[1] for k, v in cmds.items()}, solver)
+
+
+def check_bytes(data: str, exe: str, outs: dict[str, str], solver: str) -> None:
+    """The CLI's JSON/CSV files equal the previous renderers' output on the same result."""
+    from bbmap.aggregate import annotate
+    from bbmap.testing import render_oracle
+
+    for inference in ("off", "auto"):
+        r = annotate([data], exe, inference=inference, solver=solver)
+        for fmt in ("json", "csv"):
+            key = next(k for k in outs if f"--format {fmt}" in k
+                       and ("--inference off" in k) == (inference == "off"))
+            with open(outs[key], encoding="utf-8") as fh:
+                same = fh.read() == getattr(render_oracle, f"render_{fmt}")(r)
+            print(f"  {fmt} (inference {inference}) bytes equal the previous renderer: "
+                  f"{'yes' if same else 'NO'}")
 
 
 # ----------------------------------------------------------------------------- LBR
@@ -227,19 +272,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", default="/tmp/bbmap-bench-annotate")
     ap.add_argument("--functions", type=int, default=20000)
-    ap.add_argument("--samples", type=int, default=2_000_000,
-                    help="IP samples to record (>= 500,000; bbmap's fixed cost is ~0.6 s of "
-                         "Python start-up, block-map decode and index build, so the gap to "
-                         "perf report widens with the profile)")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--samples", default="500000,2000000",
+                    help="IP profiles to record and time, by sample count (comma-separated; "
+                         "issue 17's budgets: <= 1.0x perf report at 500k, <= 0.5x at 2M)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--solver", default="auto",
+                    help="inference solver for the inference-on rows (auto: OR-Tools if "
+                         "installed, else the built-in one)")
     ap.add_argument("--lbr-gb", type=float, default=1.0)
     ap.add_argument("--skip-ip", action="store_true")
     ap.add_argument("--skip-lbr", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     exe = build_program(a.workdir, a.functions)
+    import compileall
+
+    import bbmap
+
+    compileall.compile_dir(os.path.dirname(bbmap.__file__), quiet=1)  # as pip install does
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if not a.skip_ip:
-        bench_ip(a.workdir, exe, a.samples, a.rounds)
+        for want in (int(x) for x in a.samples.split(",")):
+            bench_ip(a.workdir, exe, want, a.rounds, a.solver)
     if not a.skip_lbr:
         bench_lbr(a.workdir, exe, a.lbr_gb)
     resource.getrusage(resource.RUSAGE_SELF)

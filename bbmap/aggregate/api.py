@@ -442,7 +442,9 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     from bbmap.inference.counts import infer_counts
 
     try:
-        cfg = recover_cfg(binary, res.block_map)
+        # only the functions inference will solve (those with samples in their blocks):
+        # the rest of a large binary is not disassembled
+        cfg = recover_cfg(binary, res.block_map, functions=sampled_functions(res))
     except BBMapError as e:
         res.inference = {"status": "skipped", "reason": str(e)}
         res.warnings.append(Diagnostic(f"inference: {e}; counts not inferred",
@@ -487,6 +489,17 @@ def _inferred_calls(cfg, block_count: np.ndarray  # noqa: ANN001 - a bbmap.cfg.C
         return (np.zeros(0, np.int64),) * 3
     total = np.bincount(inv.ravel(), weights=cnt[hot], minlength=len(pairs))
     return pairs[:, 0], pairs[:, 1], total.astype(np.int64)  # two calls in a block: twice
+
+
+def sampled_functions(res: AnnotateResult) -> np.ndarray:
+    """Block-map functions with an IP sample in one of their blocks: what
+    :func:`bbmap.inference.counts.infer_counts` solves by default."""
+    m = res.block_map
+    if not m.num_blocks:
+        return np.zeros(0, np.int64)
+    fptr = m.range_block_ptr[m.func_range_ptr]
+    hit = np.flatnonzero(res.block_samples > 0)
+    return np.unique(np.searchsorted(fptr, hit, side="right") - 1)
 
 
 def producer_of(b) -> str | None:  # noqa: ANN001 - a bbmap.binary.Binary

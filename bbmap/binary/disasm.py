@@ -304,13 +304,14 @@ except (ImportError, AttributeError):  # a capstone without these internals: slo
 
 def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
                  m: object, range_section: np.ndarray, block_start: np.ndarray,
-                 range_end: np.ndarray) -> CodeTable:
+                 range_end: np.ndarray, want: np.ndarray | None = None) -> CodeTable:
     """Decode every range of block map ``m`` from the file bytes ``data``.
 
     ``sections`` are the file's :class:`~bbmap.binary.types.SectionInfo`; ``range_section``
     the section index of each range (-1 unknown), ``block_start`` each block's address and
     ``range_end`` each range's last block end.  A range whose bytes are not in the file
-    (unknown section, NOBITS, base outside its section) is marked not decoded.  Shared by
+    (unknown section, NOBITS, base outside its section) is marked not decoded, and so is
+    a range ``want`` (bool per range, default all) leaves out.  Shared by
     ``verify`` (instruction checks) and ``bbmap.cfg`` (successors from last instructions).
     """
     R = m.num_ranges  # type: ignore[attr-defined]
@@ -324,7 +325,7 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
     bad: list[tuple[int, int]] = []
     starts = block_start.tolist()
     secs = {s.index: s for s in sections}
-    for r in range(R):
+    for r in range(R) if want is None else np.flatnonzero(want).tolist():
         sec = secs.get(int(range_section[r]))
         if sec is None or not sec.is_exec or sec.sh_type == 8:
             continue
