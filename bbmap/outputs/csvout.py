@@ -30,8 +30,8 @@ from bbmap.outputs.hot_table import hot_table
 
 COLUMNS = ("record", "function", "id", "address", "size", "flags", "samples", "period",
            "count", "to", "kind", "source")
-_FLAGS = ["|".join(n for n, bit in MD_NAMES.items() if md & bit).encode() for md in range(256)]
-_KINDS = [k.encode() for k in EDGE_KINDS]
+_FLAGS_CSV = ["|".join(n for n, bit in MD_NAMES.items() if md & bit).encode() for md in range(256)]
+_KINDS_CSV = [k.encode() for k in EDGE_KINDS]
 _QUOTE_IF = (",", '"', "\r", "\n")  # csv.writer's QUOTE_MINIMAL triggers (and more is safe)
 
 
@@ -87,7 +87,7 @@ def _rows(r: AnnotateResult, top: int | None) -> bytes:
     blocks, bptr = render_rows(len(b), [
         mark or Pick([b"block," + s + b"," for s in names], np.repeat(fpos, np.diff(t.block_ptr))),
         Dec(m.block_id[b]), b",0x", Hex(r.block_start[b]), b",",
-        Dec(m.block_size[b]), b",", Pick(_FLAGS, m.block_md[b]), b",",
+        Dec(m.block_size[b]), b",", Pick(_FLAGS_CSV, m.block_md[b]), b",",
         Dec(r.block_samples[b]), b",", Dec(r.block_period[b]), b",", Dec(r.block_count[b]),
         b",,," + src + b"\n"])
     e = t.edge
@@ -95,7 +95,7 @@ def _rows(r: AnnotateResult, top: int | None) -> bytes:
         mark or Pick([b"edge," + s + b"," for s in names], np.repeat(fpos, np.diff(t.edge_ptr))),
         Dec(m.block_id[r.edge_from[e]]), b",,,,,,", Dec(r.edge_count[e]), b",",
         Dec(m.block_id[r.edge_to[e]], where=t.to_cross < 0),
-        Pick([b""] + cross, t.to_cross + 1), b",", Pick(_KINDS, r.edge_kind[e]),
+        Pick([b""] + cross, t.to_cross + 1), b",", Pick(_KINDS_CSV, r.edge_kind[e]),
         b"," + src + b"\n"])
     bl = cut(blocks, bptr, t.block_ptr[:-1], t.block_ptr[1:])
     ed = cut(edges, eptr, t.edge_ptr[:-1], t.edge_ptr[1:])

@@ -27,8 +27,8 @@ from bbmap.outputs.json_fragments import is_plain
 
 _ENC = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 # the "flags" list of each metadata byte, and each edge kind, as JSON text
-_FLAGS = [_ENC([n for n, bit in MD_NAMES.items() if md & bit]).encode() for md in range(256)]
-_KINDS = [_ENC(k).encode() for k in EDGE_KINDS]
+_FLAGS_JSON = [_ENC([n for n, bit in MD_NAMES.items() if md & bit]).encode() for md in range(256)]
+_KINDS_JSON = [_ENC(k).encode() for k in EDGE_KINDS]
 
 
 def render_json(result: AnnotateResult, *, top: int | None = None) -> str:
@@ -53,7 +53,7 @@ def _functions(r: AnnotateResult, t: HotTable) -> bytes:
     b = t.block
     blocks, bptr = render_rows(len(b), [
         b',{"id":', Dec(m.block_id[b]), b',"address":', Dec(r.block_start[b]),
-        b',"size":', Dec(m.block_size[b]), b',"flags":', Pick(_FLAGS, m.block_md[b]),
+        b',"size":', Dec(m.block_size[b]), b',"flags":', Pick(_FLAGS_JSON, m.block_md[b]),
         b',"samples":', Dec(r.block_samples[b]), b',"period":', Dec(r.block_period[b]),
         b',"count":', Dec(r.block_count[b]), b"}"])
     rg = t.rng
@@ -72,7 +72,7 @@ def _functions(r: AnnotateResult, t: HotTable) -> bytes:
     edges, eptr = render_rows(len(e), [
         b',{"from":', Dec(m.block_id[r.edge_from[e]]),
         b',"to":', Dec(m.block_id[r.edge_to[e]], where=cross < 0), Pick(to_text, cross + 1),
-        b',"count":', Dec(r.edge_count[e]), b',"kind":', Pick(_KINDS, r.edge_kind[e]), b"}"])
+        b',"count":', Dec(r.edge_count[e]), b',"kind":', Pick(_KINDS_JSON, r.edge_kind[e]), b"}"])
     ft = r.functions
     keys = t.keys.tolist()
     names = [ft.names[k] for k in keys]
