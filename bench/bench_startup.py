@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,10 +35,14 @@ def bbmap_exe() -> str:
     return exe
 
 
-def wall(cmd: list[str]) -> float:
+def wall(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - t
+    dt = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def heavy_imports(cmd: list[str]) -> list[str]:
@@ -71,20 +76,25 @@ def main() -> None:
              ("python3 -c pass", [sys.executable, "-c", "pass"])]
     peers = [p for p in peers if shutil.which(p[1][0])]
     runs: dict[str, list[float]] = {n: [] for n, _ in cases + peers}
+    cpu: dict[str, list[float]] = {n: [] for n, _ in cases + peers}
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for _ in range(a.repeat):
         for n, cmd in cases + peers:
-            runs[n].append(wall(cmd))
+            w, c = wall(cmd)
+            runs[n].append(w)
+            cpu[n].append(c)
     print("load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-    print(f"wall time, median (min..max) of {a.repeat} interleaved runs")
+    print(f"wall time, median (min..max) of {a.repeat} interleaved runs; cpu = user+system, "
+          "median (what an idle machine's wall time is close to)")
     for n, _ in peers:
-        print(f"  {n:26s} {fmt(runs[n])}")
+        print(f"  {n:26s} {fmt(runs[n])}  cpu {statistics.median(cpu[n]) * 1000:5.1f} ms")
     for n, cmd in cases:
         med = statistics.median(runs[n])
         ratios = "  ".join(f"{med / statistics.median(runs[p]):5.2f}x {p.split()[0]}"
                            for p, _ in peers)
         heavy = heavy_imports(cmd)
-        print(f"  bbmap {n:20s} {fmt(runs[n])}   {ratios}   "
+        print(f"  bbmap {n:20s} {fmt(runs[n])}  cpu {statistics.median(cpu[n]) * 1000:5.1f} ms"
+              f"   {ratios}   "
               f"heavy imports: {', '.join(heavy) if heavy else 'none'}")
     v = statistics.median(runs["--version"])
     print(f"bbmap --version median {v * 1000:.1f} ms: "

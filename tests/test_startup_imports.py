@@ -44,6 +44,19 @@ def test_version_and_help_import_nothing_heavy(args: tuple[str, ...]) -> None:
     assert heavy_in(imported(*args)) == []
 
 
+def test_version_fast_path_loads_no_click() -> None:
+    """The console script answers ``--version`` before click loads (bbmap/__main__.py),
+    with the text click's version option prints."""
+    assert "click" not in imported("--version")
+    from click.testing import CliRunner
+
+    from bbmap.cli import main
+
+    r = subprocess.run([sys.executable, "-m", "bbmap", "--version"], capture_output=True,
+                       text=True, check=True)
+    assert r.stdout == CliRunner().invoke(main, ["--version"], prog_name="bbmap").output
+
+
 def test_version_is_the_installed_one() -> None:
     """--version prints ``bbmap.__version__`` (no metadata read at start-up); it must
     equal what the installer recorded from pyproject.toml."""
