@@ -120,9 +120,17 @@ def record_ip(d: str, exe: str, want: int) -> str:
 
 # ----------------------------------------------------------------------------- timing
 def timed(cmd: list[str]) -> float:
+    return timed_cpu(cmd)[0]
+
+
+def timed_cpu(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run of ``cmd``."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     sh(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
+    dt = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def peak_rss_mb(cmd: list[str]) -> tuple[float, float]:
@@ -176,19 +184,23 @@ def bench_ip(d: str, exe: str, want: int, rounds: int, solver: str = "auto") -> 
                                  "--inference-solver", solver, "-o", out), out)
     perf = ["perf", "report", "--stdio", "-i", data]
     times: dict[str, list[float]] = {k: [] for k in [*cmds, "perf"]}
+    cpu: dict[str, list[float]] = {k: [] for k in [*cmds, "perf"]}
     print(f"IP profile: {n} samples, binary with {nfun} function symbols ({data})")
     print("  load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for _ in range(rounds):
-        for k, (cmd, _out) in cmds.items():
-            times[k].append(timed(cmd))
-        times["perf"].append(timed(perf))
+        for k, cmd in [*((k, c) for k, (c, _o) in cmds.items()), ("perf", perf)]:
+            w, c = timed_cpu(cmd)
+            times[k].append(w)
+            cpu[k].append(c)
     print("  load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     p = statistics.median(times["perf"])
-    print(f"  {'perf report --stdio':58s}: {spread(times['perf'])}")
+    pc = statistics.median(cpu["perf"])
+    print(f"  {'perf report --stdio':58s}: {spread(times['perf'])}  cpu {pc:5.2f} s")
     for k in cmds:
         b = statistics.median(times[k])
-        print(f"  bbmap {k:52s}: {spread(times[k])}   ratio {b / p:5.2f}"
-              f"  (min/min {min(times[k]) / min(times['perf']):.2f})")
+        bc = statistics.median(cpu[k])
+        print(f"  bbmap {k:52s}: {spread(times[k])}  cpu {bc:5.2f} s   ratio {b / p:5.2f}"
+              f"  (min/min {min(times[k]) / min(times['perf']):.2f}, cpu {bc / pc:.2f})")
     check_bytes(data, exe, {k: v[1] for k, v in cmds.items()}, solver)
 
 
