@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 import bbmap.outputs.columnar as col
-from bbmap.outputs.columnar import Dec, Hex, Pick, cut, render_rows
+from bbmap.outputs.columnar import Dec, Hex, Pick, cut, group_lead, render_rows, split_groups
 
 TEXTS = st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\0", b"z")), min_size=1,
                  max_size=6)
@@ -53,3 +53,14 @@ def test_no_rows_and_nul_texts() -> None:
     assert render_rows(0, [b"x", Dec(np.zeros(0, np.int64))])[0] == b""
     with pytest.raises(ValueError, match="NUL"):
         render_rows(1, [Pick([b"a\0"], np.zeros(1, np.int64))])
+
+
+@given(st.lists(st.integers(0, 4), max_size=12))
+def test_groups_split_on_their_first_rows(sizes) -> None:  # noqa: ANN001
+    """Groups of rows (some empty) cut with one split; the first row of a group loses
+    its separator."""
+    ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = int(ptr[-1])
+    text, _ = render_rows(n, [group_lead(ptr, b","), Dec(np.arange(n))])
+    want = [b",".join(b"%d" % i for i in range(a, b)) for a, b in zip(ptr[:-1], ptr[1:])]
+    assert split_groups(text, ptr) == want

@@ -152,6 +152,26 @@ def render_rows(n: int, fields: Sequence[Field]) -> tuple[bytes, np.ndarray]:
     return b"".join(texts), ptr
 
 
+GROUP_MARK = b"\x01"  # starts each group's first row; JSON never holds a raw control byte
+
+
+def group_lead(group_ptr: np.ndarray, sep: bytes, mark: bytes = GROUP_MARK) -> Pick:
+    """A row field: ``mark`` on the first row of each group (rows
+    ``group_ptr[i]:group_ptr[i+1]``), ``sep`` on the others -- so that
+    :func:`split_groups` can cut the table per group in one ``bytes.split``."""
+    first = np.zeros(int(group_ptr[-1]), np.intp)
+    first[group_ptr[:-1][np.diff(group_ptr) > 0]] = 1
+    return Pick([sep, mark], first)
+
+
+def split_groups(text: bytes, group_ptr: np.ndarray, mark: bytes = GROUP_MARK
+                 ) -> list[bytes]:
+    """Each group's rows of a table made with :func:`group_lead` (``b""`` for a group
+    without rows), the marks removed.  ``mark`` must occur nowhere else in ``text``."""
+    parts = iter(text.split(mark)[1:])
+    return [next(parts) if k else b"" for k in (np.diff(group_ptr) > 0).tolist()]
+
+
 def cut(text: bytes, ptr: np.ndarray, first: np.ndarray, last: np.ndarray,
         skip: int = 0) -> list[memoryview]:
     """Rows ``first[i]..last[i]-1`` of a :func:`render_rows` table as one piece each

@@ -21,7 +21,7 @@ import numpy as np
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.formats.bbaddrmap import MD_NAMES
-from bbmap.outputs.columnar import Dec, Pick, cut, render_rows
+from bbmap.outputs.columnar import Dec, Pick, group_lead, render_rows, split_groups
 from bbmap.outputs.hot_table import HotTable, edge_json_order, hot_table
 from bbmap.outputs.json_fragments import is_plain
 
@@ -51,8 +51,9 @@ def _functions(r: AnnotateResult, t: HotTable) -> bytes:
         return b""
     m = r.block_map
     b = t.block
-    blocks, bptr = render_rows(len(b), [
-        b',{"id":', Dec(m.block_id[b]), b',"address":', Dec(r.block_start[b]),
+    blocks, _ = render_rows(len(b), [
+        group_lead(t.block_ptr, b","), b'{"id":', Dec(m.block_id[b]),
+        b',"address":', Dec(r.block_start[b]),
         b',"size":', Dec(m.block_size[b]), b',"flags":', Pick(_FLAGS_JSON, m.block_md[b]),
         b',"samples":', Dec(r.block_samples[b]), b',"period":', Dec(r.block_period[b]),
         b',"count":', Dec(r.block_count[b]), b"}"])
@@ -62,15 +63,16 @@ def _functions(r: AnnotateResult, t: HotTable) -> bytes:
     np.cumsum(r.block_samples, out=cs[1:])
     cp = np.zeros(m.num_blocks + 1, np.uint64)
     np.cumsum(r.block_period, out=cp[1:])
-    ranges, rptr = render_rows(len(rg), [
-        b',{"address":', Dec(m.range_base[rg]), b',"blocks":', Dec(hi - lo),
+    ranges, _ = render_rows(len(rg), [
+        group_lead(t.range_ptr, b","), b'{"address":', Dec(m.range_base[rg]),
+        b',"blocks":', Dec(hi - lo),
         b',"samples":', Dec(cs[hi] - cs[lo]), b',"period":', Dec(cp[hi] - cp[lo]), b"}"])
     order = edge_json_order(r, t)
     e = t.edge[order]
     cross = t.to_cross[order]
     to_text = [b""] + [_ENC(s).encode("utf-8", "surrogatepass") for s in t.cross_names]
-    edges, eptr = render_rows(len(e), [
-        b',{"from":', Dec(m.block_id[r.edge_from[e]]),
+    edges, _ = render_rows(len(e), [
+        group_lead(t.edge_ptr, b","), b'{"from":', Dec(m.block_id[r.edge_from[e]]),
         b',"to":', Dec(m.block_id[r.edge_to[e]], where=cross < 0), Pick(to_text, cross + 1),
         b',"count":', Dec(r.edge_count[e]), b',"kind":', Pick(_KINDS_JSON, r.edge_kind[e]), b"}"])
     ft = r.functions
@@ -86,10 +88,10 @@ def _functions(r: AnnotateResult, t: HotTable) -> bytes:
                   for i, h in enumerate(heads)]
     out: list = [None] * (7 * n)
     out[0::7] = head_bytes
-    out[1::7] = cut(ranges, rptr, t.range_ptr[:-1], t.range_ptr[1:], skip=1)
+    out[1::7] = split_groups(ranges, t.range_ptr)
     out[2::7] = [b'],"blocks":['] * n
-    out[3::7] = cut(blocks, bptr, t.block_ptr[:-1], t.block_ptr[1:], skip=1)
+    out[3::7] = split_groups(blocks, t.block_ptr)
     out[4::7] = [b'],"edges":['] * n
-    out[5::7] = cut(edges, eptr, t.edge_ptr[:-1], t.edge_ptr[1:], skip=1)
+    out[5::7] = split_groups(edges, t.edge_ptr)
     out[6::7] = [b"]}"] * n
     return b"".join(out)
