@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bbmap.arrays import expand_ranges
 from bbmap.errors import BBMapError
 
 # Instruction kinds (what ends a block).
@@ -302,6 +303,12 @@ except (ImportError, AttributeError):  # a capstone without these internals: slo
     _FAST = False
 
 
+SECTION_SWEEP_SHARE = 0.5  # sweep neighbouring ranges together when the wanted ranges cover
+# at least this share of a section's bytes; below it each range is decoded alone
+SWEEP_CHUNK_BYTES = 1 << 16  # bytes per capstone call when sweeping ranges together: few
+# calls, and capstone's instruction array (~240 bytes each) stays small
+
+
 def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
                  m: object, range_section: np.ndarray, block_start: np.ndarray,
                  range_end: np.ndarray, want: np.ndarray | None = None) -> CodeTable:
@@ -313,19 +320,91 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
     (unknown section, NOBITS, base outside its section) is marked not decoded, and so is
     a range ``want`` (bool per range, default all) leaves out.  Shared by
     ``verify`` (instruction checks) and ``bbmap.cfg`` (successors from last instructions).
+
+    Each range is a linear sweep from its base (:meth:`Disassembler.sweep`).  Where the
+    ranges cover most of a section, the section is swept once and each range takes its
+    stretch of that sweep when the stretch is the range's own sweep: an instruction starts
+    at the range base, the instructions up to the range's limit follow each other without
+    a gap, and they reach the range's last block end.  Any other range is swept alone.
     """
     R = m.num_ranges  # type: ignore[attr-defined]
     range_base = m.range_base  # type: ignore[attr-defined]
     ptr = m.range_block_ptr.tolist()  # type: ignore[attr-defined]
     view = memoryview(data)
     pieces: list[Decoded] = []
+    piece_range: list[np.ndarray] = []
     counts = np.zeros(R, dtype=np.int64)
     decoded = np.zeros(R, dtype=bool)
     ends = np.zeros(R, dtype=np.uint64)
     bad: list[tuple[int, int]] = []
     starts = block_start.tolist()
     secs = {s.index: s for s in sections}
-    for r in range(R) if want is None else np.flatnonzero(want).tolist():
+    todo = np.arange(R) if want is None else np.flatnonzero(want)
+    base_u = range_base.astype(np.uint64)
+    end_u = np.maximum(range_end.astype(np.uint64), base_u)
+    alone = np.ones(R, bool)
+    for si in np.unique(range_section[todo]).tolist():
+        sec = secs.get(int(si))
+        if sec is None or not sec.is_exec or sec.sh_type == 8 or not sec.sh_size:
+            continue
+        rs = todo[range_section[todo] == si]
+        lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
+        rs = rs[(base_u[rs] >= np.uint64(lo)) & (base_u[rs] <= np.uint64(hi))]
+        limit = np.minimum(end_u[rs] + np.uint64(16), np.uint64(hi))
+        if not len(rs) or float((limit - base_u[rs]).sum()) < SECTION_SWEEP_SHARE * (hi - lo):
+            continue
+        # chunks of consecutive ranges, each decoded with one call (a call per section
+        # would have capstone grow a 240-byte-per-instruction array to hundreds of MB)
+        by_base = np.argsort(base_u[rs], kind="stable")
+        order = rs[by_base]
+        cuts = [0]
+        first_base = int(base_u[order[0]])
+        for j, l0 in enumerate(limit[by_base].tolist()):
+            if j and l0 - first_base > SWEEP_CHUNK_BYTES:
+                cuts.append(j)
+                first_base = int(base_u[order[j]])
+        c_start = [int(base_u[order[c]]) for c in cuts]
+        c_end = c_start[1:] + [int(limit.max())]
+        got, sbad = [], []
+        for a0, a1, j0, j1 in zip(c_start, c_end, cuts, cuts[1:] + [len(order)]):
+            if a1 <= a0:
+                continue
+            chunk = view[sec.sh_offset + a0 - lo: sec.sh_offset + a1 - lo]
+            rr = order[j0:j1]
+            resync = sorted({x for r in rr.tolist() for x in starts[ptr[r]: ptr[r + 1]]})
+            g, _stop, cb = dis.sweep(chunk, a0, a1, a1, resync)
+            got.extend(g)
+            sbad.extend(cb)
+        if not got:
+            continue
+        a = np.concatenate([g.addr for g in got])
+        sz = np.concatenate([g.size for g in got]).astype(np.uint64)
+        aend = a + sz
+        cs = np.zeros(len(a) + 1, np.uint64)
+        np.cumsum(sz, out=cs[1:])
+        base = base_u[rs]
+        first = np.searchsorted(a, base)
+        last = np.searchsorted(aend, limit, side="right")  # instructions ending <= limit
+        n = last.astype(np.int64) - first
+        ok = (first < len(a)) & (n > 0)
+        f_ok = np.minimum(first, len(a) - 1)
+        ok &= a[f_ok] == base  # an instruction starts at the base
+        l_ok = np.maximum(last - 1, 0)
+        ok &= aend[l_ok] - base == cs[np.maximum(last, first)] - cs[first]  # no gap
+        ok &= aend[l_ok] >= np.minimum(end_u[rs], limit)  # reaches the last block end
+        if sbad:
+            b_addr = np.array(sorted(sbad), np.uint64)
+            ok &= np.searchsorted(b_addr, base) == np.searchsorted(b_addr, limit)
+        kinds = np.concatenate([g.kinds for g in got])
+        target = np.concatenate([g.target for g in got])
+        rows = expand_ranges(first[ok], n[ok])
+        pieces.append(Decoded(a[rows], sz[rows].astype(np.uint8), kinds[rows], target[rows]))
+        piece_range.append(np.repeat(rs[ok], n[ok]))
+        counts[rs[ok]] = n[ok]
+        decoded[rs[ok]] = True
+        ends[rs[ok]] = aend[l_ok[ok]]
+        alone[rs[ok]] = False
+    for r in todo[alone[todo]].tolist():
         sec = secs.get(int(range_section[r]))
         if sec is None or not sec.is_exec or sec.sh_type == 8:
             continue
@@ -338,18 +417,23 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
         resync = sorted(starts[ptr[r]: ptr[r + 1]])
         got, stop, rbad = dis.sweep(code, base, min(end, limit), limit, resync)
         pieces.extend(got)
+        piece_range.extend(np.full(len(g.addr), r, np.int64) for g in got)
         counts[r] = sum(len(d.addr) for d in got)
         decoded[r] = True
         ends[r] = stop
         bad.extend((r, a) for a in rbad)
     d = Decoded.empty()
+    rng = np.zeros(0, np.uint64)
     if pieces:
         d = Decoded(*(np.concatenate([getattr(p, f) for p in pieces])
                       for f in ("addr", "size", "kinds", "target")))
-    rng = np.repeat(np.arange(R, dtype=np.uint64), counts)
+        rng = np.concatenate(piece_range).astype(np.uint64)
     base_col = range_base.astype(np.uint64)
     off = np.minimum(d.addr - base_col[rng.astype(np.int64)], np.uint64(OFFSET_MASK))
     key = (rng << np.uint64(RANGE_SHIFT)) | off
+    if len(key) > 1 and bool((key[1:] < key[:-1]).any()):  # ranges of several sweeps
+        o = np.argsort(key, kind="stable")
+        key, d = key[o], Decoded(d.addr[o], d.size[o], d.kinds[o], d.target[o])
 
     def describe(j: int) -> str:
         r = int(key[j]) >> RANGE_SHIFT
