@@ -60,18 +60,43 @@ class AddressAccountingError(AssertionError):
     """The address-level tallies do not add up: a bbmap bug, never bad input."""
 
 
+_LOW32 = np.uint64(0xFFFF_FFFF)
+_SHIFT32 = np.uint64(32)
+
+
 def reduce_by_key(keys: list[np.ndarray], values: list[np.ndarray]
                   ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Sum ``values`` over equal rows of ``keys`` (u8 columns); rows come back sorted by
-    the keys, first column most significant.  Two address columns that both fit in 32
-    bits are packed into one sort key (one sort instead of a two-key lexsort)."""
+    the keys, first column most significant.
+
+    When every key but the first fits in 32 bits (addresses of a binary; the caller maps
+    its sentinels), the columns are folded into one exact u8 key -- the rank of the
+    prefix (``np.unique``) shifted over the next column -- because numpy sorts one u8
+    column several times faster than ``lexsort`` sorts three; the key columns come back
+    from the ranks.  Otherwise ``lexsort``."""
     n = len(keys[0])
     if n == 0:
         return [k[:0] for k in keys], [v[:0] for v in values]
-    cols = list(keys)
-    if len(cols) >= 2 and int(cols[0].max()) < (1 << 32) and int(cols[1].max()) < (1 << 32):
-        cols = [(cols[0] << _U8(32)) | cols[1], *cols[2:]]
-    order = np.lexsort(cols[::-1]) if len(cols) > 1 else np.argsort(cols[0], kind="stable")
+    if len(keys) > 1 and all(int(k.max()) <= int(_LOW32) for k in keys[1:]):
+        key = keys[0]
+        chain = []
+        for col in keys[1:]:
+            u, inv = np.unique(key, return_inverse=True)
+            chain.append(u)
+            key = (inv.astype(np.uint64).reshape(-1) << _SHIFT32) | col
+        order = np.argsort(key)
+        sk = key[order]
+        new = np.ones(n, bool)
+        new[1:] = sk[1:] != sk[:-1]
+        starts = np.flatnonzero(new)
+        g = sk[starts]
+        cols = []
+        for u in reversed(chain):
+            cols.append(g & _LOW32)
+            g = u[(g >> _SHIFT32).astype(np.int64)]
+        cols.append(g)
+        return cols[::-1], [np.add.reduceat(v[order], starts) for v in values]
+    order = np.lexsort(keys[::-1]) if len(keys) > 1 else np.argsort(keys[0], kind="stable")
     sk = [k[order] for k in keys]
     new = np.zeros(n, bool)
     new[0] = True
@@ -98,6 +123,8 @@ class AddressProfile:
     ip_samples: np.ndarray = field(default_factory=lambda: _EMPTY_I8)  # i8
     events: list[str] = field(default_factory=list)  # events of the samples in the binary
     entries: int = 0  # LBR entries offered (after the duplicate rule)
+    duplicate: int = 0  # ... dropped before by the duplicate rule (not in ``entries``)
+    samples: int = 0  # samples offered (in the binary or not; ``ip_samples`` <= this)
     kernel: int = 0  # ... dropped as kernel/interrupt entries
     external: int = 0  # ... whose trace has no address in the binary
 
@@ -141,6 +168,8 @@ class AddressProfile:
                               trace_mispred=m, ip_addr=a, ip_samples=s,
                               events=sorted(set(self.events) | set(other.events)),
                               entries=self.entries + other.entries,
+                              duplicate=self.duplicate + other.duplicate,
+                              samples=self.samples + other.samples,
                               kernel=self.kernel + other.kernel,
                               external=self.external + other.external)
 
@@ -148,7 +177,8 @@ class AddressProfile:
         """Sizes and tallies (the arrays themselves go to aggregate files, not JSON)."""
         return {"traces": len(self.trace_count), "trace_count": int(self.trace_count.sum()),
                 "ips": len(self.ip_addr), "ip_samples": int(self.ip_samples.sum()),
-                "events": self.events, "entries": self.entries, "kernel": self.kernel,
+                "events": self.events, "entries": self.entries, "duplicate": self.duplicate,
+                "samples": self.samples, "kernel": self.kernel,
                 "external": self.external}
 
 
@@ -170,6 +200,7 @@ class AddressAggregator:
     def add_ips(self, r: Resolved, event: np.ndarray) -> None:
         """Samples whose IP ``r`` resolved into the binary (any of the three in-binary
         buckets: BOLT counts samples in PLT stubs and unnamed code too)."""
+        self.profile.samples += len(r.where)
         inb = np.flatnonzero(r.where <= OUTSIDE_FUNCTION)
         if not len(inb):
             return

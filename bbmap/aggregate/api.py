@@ -38,8 +38,10 @@ class Annotator:
     def __init__(self, block_map: BlockMap, symbols: FunctionSymbols | None, *,
                  demangle: bool = True, drop_duplicate_newest: bool | None = None,
                  sections: list | None = None, _tables: tuple | None = None,
-                 cluster_stats: bool = False, addresses: bool = False) -> None:
+                 cluster_stats: bool = False, addresses: bool = False,
+                 address_only: bool = False) -> None:
         self.block_map = block_map
+        self.address_only = address_only
         self.drop_duplicate_newest = drop_duplicate_newest
         if _tables is None:
             _tables = (FunctionTable.build(symbols, block_map, demangle=demangle,
@@ -50,14 +52,24 @@ class Annotator:
         self.cluster_stats = cluster_stats
         # instruction-address aggregates (BOLT's formats): opt-in, they cost about a
         # quarter of an LBR annotate
-        self.addresses = AddressAggregator() if addresses else None
+        self.addresses = AddressAggregator() if addresses or address_only else None
         self.branches = BranchAggregator(self.geom, self.acct,
                                          drop_duplicate_newest=drop_duplicate_newest,
                                          cluster_stats=cluster_stats,
                                          addresses=self.addresses)
+        self.branches.address_only = address_only
         self.no_block_funcs = np.zeros(self.functions.num_keys, np.int64)
 
     def add_batch(self, batch: SampleBatch, resolver: Resolver) -> None:
+        if self.address_only:  # BOLT's formats only: no block counts (spec/bolt.md)
+            if len(batch) and self.addresses is not None:
+                r = resolver.resolve_binary(batch.ip, batch.pid, batch.seq,  # type: ignore[attr-defined]
+                                            batch.cpumode, batch.time)
+                self.addresses.add_ips(r, batch.event)
+            if batch.has_branches:
+                self.branches.add(batch.br_ptr, batch.br_from, batch.br_to, batch.br_flags,
+                                  batch.pid, batch.seq, resolver, batch.time)
+            return
         if len(batch):
             r = resolver.resolve(batch.ip, batch.pid, batch.seq, batch.cpumode, None,
                                  batch.time)
@@ -87,7 +99,8 @@ class Annotator:
         """An empty annotator sharing this one's tables (to aggregate one profile apart)."""
         return Annotator(self.block_map, None, drop_duplicate_newest=self.drop_duplicate_newest,
                          _tables=(self.functions, self.geom), cluster_stats=self.cluster_stats,
-                         addresses=self.addresses is not None)
+                         addresses=self.addresses is not None,
+                         address_only=self.address_only)
 
     def merge(self, other: Annotator) -> None:
         """Add the counts of an annotator made by :meth:`fresh`."""
@@ -125,6 +138,16 @@ class Annotator:
             warnings=list(warnings), block_start=self.geom.start,
             cluster=self.branches.cluster_moments(), addresses=addresses)
         res.count_source = "lbr" if res.has_lbr else "none"
+        if self.address_only and addresses is not None:
+            # no block counts were made: the address aggregates say whether anything mapped
+            res.has_lbr = addresses.entries + addresses.duplicate > 0
+            if not int(addresses.ip_samples.sum()) and not int(addresses.trace_count.sum()):
+                res.status = "nothing_mapped"
+                res.warnings.insert(0, Diagnostic(
+                    f"no sample and no branch of the {addresses.samples} samples is in the "
+                    "binary (run `bbmap annotate` without --format fdata/bolt-preagg for the "
+                    "reasons)", severity="warning"))
+            return res
         if evidence is not None:
             evidence.hot_no_block = self.hot_no_block()
             status, msgs = diagnose(self.acct, evidence)
@@ -183,7 +206,7 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
              chunk_samples: int = 65536, progress: ProgressFn | None = None,
              inference: str = "auto", solver: str = "auto",
              cluster_stats: bool = False, keep_going: bool = False,
-             addresses: bool = False) -> AnnotateResult:
+             addresses: bool = False, address_only: bool = False) -> AnnotateResult:
     """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged;
     aggregate files of ``bbmap.aggregate.store`` are added as they are) onto the blocks of
     ``binary``.  Raises :class:`BBMapError` for unreadable inputs (unless ``keep_going``:
@@ -196,14 +219,17 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
     ``cluster_stats`` also fills ``result.cluster`` (per-stack moments of the LBR counts,
     which ``verify --profile`` turns into design effects; bbmap.aggregate.cluster).
     ``addresses`` also fills ``result.addresses`` (traces and the IP histogram in
-    instruction addresses, what BOLT's formats are written from; spec/bolt.md).
+    instruction addresses, what BOLT's formats are written from; spec/bolt.md);
+    ``address_only`` fills only those (no block counts, accounting or diagnosis: the
+    fast path of ``--format fdata``).
     Profiles are listed in one canonical order (path, size, sha256), whatever the order
     they were given in.
     """
     session = Session(binary, name_override=name_override, pid=pid, demangle=demangle,
                       debug_dirs=debug_dirs, drop_duplicate_newest=drop_duplicate_newest,
                       chunk_samples=chunk_samples, cluster_stats=cluster_stats,
-                      keep_going=keep_going, addresses=addresses)
+                      keep_going=keep_going, addresses=addresses,
+                      address_only=address_only)
     session.add_all(expand_inputs(perf_paths), progress=progress)
     return session.result(inference=inference, solver=solver)
 
@@ -223,7 +249,7 @@ class Session:
                  debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
                  chunk_samples: int = 65536, cluster_stats: bool = False,
                  keep_going: bool = False, hash_profiles: bool = False,
-                 addresses: bool = False) -> None:
+                 addresses: bool = False, address_only: bool = False) -> None:
         from bbmap.binary import load_binary
         from bbmap.index import BlockIndex
 
@@ -243,7 +269,8 @@ class Session:
         self.b = b
         self.ann = Annotator(b.block_map, b.symbols, demangle=demangle,
                              drop_duplicate_newest=drop_duplicate_newest, sections=b.sections,
-                             cluster_stats=cluster_stats, addresses=addresses)
+                             cluster_stats=cluster_stats, addresses=addresses,
+                             address_only=address_only)
         self.index = BlockIndex(b.block_map, b.symbols, b.sections)
         self._binary_sha256: str | None = None
 

@@ -127,6 +127,7 @@ class BranchAggregator:
                  addresses: AddressAggregator | None = None) -> None:
         self.geom = geom
         self.addresses = addresses  # instruction-address traces (BOLT's formats)
+        self.address_only = False  # only those (Annotator(address_only=True))
         self.cluster: ClusterAccumulator | None = None  # per-stack moments (opt-in)
         if cluster_stats:
             ent = geom.entry_block
@@ -155,7 +156,8 @@ class BranchAggregator:
         n_ent = len(br_from)
         if n_ent == 0:
             return
-        self.acct.total_branches += n_ent
+        if not self.address_only:
+            self.acct.total_branches += n_ent
         counts = np.diff(br_ptr).astype(np.int64)
         sample_of = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
         first = br_ptr[:-1].astype(np.int64)
@@ -179,8 +181,10 @@ class BranchAggregator:
             dup = _same_entry(br_from, br_to, br_flags, e0, e0 + 1)
             keep[e0[dup]] = False
         n_dup = int(n_ent - keep.sum())
-        if n_dup:
+        if n_dup and not self.address_only:
             self.acct.branches[DUPLICATE] += n_dup
+        if n_dup and self.addresses is not None:
+            self.addresses.profile.duplicate += n_dup
 
         kidx = np.flatnonzero(keep)
         src, dst, flg = br_from[kidx], br_to[kidx], br_flags[kidx]
@@ -188,6 +192,13 @@ class BranchAggregator:
         epid = pid[ksample] if len(pid) else np.zeros(len(kidx), np.int32)
         eseq = seq[ksample] if len(seq) else np.zeros(len(kidx), np.int64)
         etime = time[ksample] if time is not None and len(time) else None
+        if self.address_only and self.addresses is not None:
+            # BOLT's formats only: instruction addresses, no blocks (the entries are
+            # tallied by the address aggregates, spec/bolt.md)
+            rf = resolver.resolve_binary(src, epid, eseq, None, etime)  # type: ignore[attr-defined]
+            rt = resolver.resolve_binary(dst, epid, eseq, None, etime)  # type: ignore[attr-defined]
+            self.addresses.add_stacks(src, dst, flg, ksample, rf, rt)
+            return
         rf = resolver.resolve(src, epid, eseq, None, "from", etime)
         rt = resolver.resolve(dst, epid, eseq, None, "to", etime)
         names = resolver.dso_names

@@ -74,6 +74,23 @@ class IndexResolver:
     def dso_names(self) -> list[str]:
         return self.space.dso_names
 
+    def resolve_binary(self, addr: np.ndarray, pid: np.ndarray, seq: np.ndarray,
+                       cpumode: np.ndarray | None, time: np.ndarray | None = None
+                       ) -> Resolved:
+        """The address space only (no block index): ``where`` is ``OUTSIDE_FUNCTION``
+        for every address in the binary, with its ELF vaddr -- all that the address
+        aggregates (BOLT's formats) need."""
+        n = len(addr)
+        out = empty_resolved(n)
+        if n == 0:
+            return out
+        where, vaddr, dso = self.space.classify(addr, pid, seq, cpumode, time)
+        out.where[:] = where
+        out.dso[:] = np.where(where == OTHER_DSO, dso, -1)
+        inb = where == OUTSIDE_FUNCTION
+        out.vaddr[inb] = np.asarray(vaddr)[inb]
+        return out
+
     def resolve(self, addr: np.ndarray, pid: np.ndarray, seq: np.ndarray,
                 cpumode: np.ndarray | None, direction: str | None = None,
                 time: np.ndarray | None = None) -> Resolved:

@@ -57,7 +57,7 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int
         return
     kwargs = annotate_kwargs(**profile)
     if fmt in BOLT_FORMATS:  # instruction addresses, not inferred block counts
-        kwargs.update(addresses=True, inference="off")
+        kwargs.update(address_only=True, inference="off")
     try:
         result = annotate(perf_paths, binary, **kwargs,
                           progress=progress.update if progress else None,

@@ -545,22 +545,42 @@ def _hdr_table(data: bytes, base: int, little: bool) -> np.ndarray | None:
 
 def got_slot_names(binary: Any) -> dict[int, str]:
     """GOT slot address -> symbol name of the dynamic relocations filling it
-    (``JUMP_SLOT`` of ``.rela.plt``, ``GLOB_DAT`` of ``.rela.dyn``)."""
-    out: dict[int, str] = {}
-    try:
-        from elftools.elf.relocation import RelocationSection
+    (``JUMP_SLOT`` of ``.rela.plt``, ``GLOB_DAT`` of ``.rela.dyn``): whole tables read as
+    numpy records (a PIE's thousands of RELATIVE entries name no symbol)."""
+    from bbmap.binary.symbols import read_symtab
+    from bbmap.formats.elf import R_INFO_SYM_SHIFT, SHT_REL, SHT_RELA, elf_dtype
 
-        elf = binary.elf
-        for sec in elf.iter_sections():
-            if not isinstance(sec, RelocationSection) or not sec["sh_link"]:
+    bits = 64 if getattr(binary, "elfclass", 64) == 64 else 32
+    little = bool(getattr(binary, "little_endian", True))
+    secs = binary.sections
+    got = [s for s in secs if s.name in (".got", ".got.plt")]
+    out: dict[int, str] = {}
+    for sec in secs:
+        if sec.sh_type not in (SHT_RELA, SHT_REL) or not sec.sh_link or \
+                sec.sh_link >= len(secs):
+            continue
+        try:
+            dt = elf_dtype("Elf_Rela" if sec.sh_type == SHT_RELA else "Elf_Rel", bits, little)
+            raw = binary.section_data(sec.index)
+            rel = np.frombuffer(raw, dt, len(raw) // dt.itemsize)
+            sym = (rel["r_info"] >> R_INFO_SYM_SHIFT[bits]).astype(np.int64)
+            off = rel["r_offset"].astype(np.uint64)
+            keep = sym > 0
+            if got:
+                keep &= np.any([(off >= g.sh_addr) & (off < g.sh_addr + g.sh_size)
+                                for g in got], axis=0)
+            if not keep.any():
                 continue
-            symtab = elf.get_section(sec["sh_link"])
-            for r in sec.iter_relocations():
-                si = r["r_info_sym"]
-                if si:
-                    name = symtab.get_symbol(si).name
-                    if name:
-                        out.setdefault(int(r["r_offset"]), name)
-    except Exception:  # noqa: BLE001 - unreadable relocations: PLT entries stay unnamed
-        return out
+            link = secs[sec.sh_link]
+            table = read_symtab(binary.section_data(link.index),
+                                binary.section_data(link.sh_link), is64=bits == 64,
+                                little=little, section_name=link.name)
+            si = sym[keep]
+            ok = si < len(table)
+            names = table.names_at(si[ok])
+            for o, n in zip(off[keep][ok].tolist(), names):
+                if n:
+                    out.setdefault(int(o), n.split("@")[0])
+        except Exception:  # noqa: BLE001 - unreadable relocations: PLT entries stay unnamed
+            continue
     return out
