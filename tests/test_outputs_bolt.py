@@ -221,3 +221,35 @@ def test_aggregate_files_are_refused_for_bolt_formats(tmp_path) -> None:  # noqa
     assert code == 0, out
     code, out = cli("annotate", "--format", "fdata", str(agg), binary)
     assert code != 0 and "one.agg" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("name", ["c22-addrmap-pie-lbr", "c22-addrmap-nopie-lbr-skylake",
+                                  "c22-list-pie-lbr"])
+def test_address_only_fast_path_gives_the_same_aggregates(name: str) -> None:
+    if name not in LBR:
+        pytest.skip(f"corpus case {name} absent")
+    _, perf, binary = LBR[name]
+    full = annotate([perf], binary, addresses=True, inference="off").addresses
+    fast = annotate([perf], binary, address_only=True, inference="off").addresses
+    for k in ("trace_from", "trace_to", "trace_end", "trace_count", "trace_mispred",
+              "ip_addr", "ip_samples"):
+        assert getattr(full, k).tolist() == getattr(fast, k).tolist(), k
+    assert (full.entries, full.kernel, full.external, full.duplicate, full.samples) == \
+        (fast.entries, fast.kernel, fast.external, fast.duplicate, fast.samples)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40),
+                          st.sampled_from([0, 3, 2**32 - 1, 2**32, 2**64 - 1]),
+                          st.integers(1, 5)), min_size=1, max_size=60))
+def test_reduce_by_key_equals_its_definition(rows) -> None:  # noqa: ANN001
+    from bbmap.aggregate.addresses import reduce_by_key
+
+    k = [np.array([r[i] for r in rows], np.uint64) for i in range(3)]
+    v = np.array([r[3] for r in rows], np.int64)
+    (a, b, c), (s,) = reduce_by_key(k, [v])
+    want: dict = {}
+    for r in rows:
+        want[r[:3]] = want.get(r[:3], 0) + r[3]
+    assert list(zip(a.tolist(), b.tolist(), c.tolist())) == sorted(want)
+    assert s.tolist() == [want[key] for key in sorted(want)]

@@ -60,43 +60,18 @@ class AddressAccountingError(AssertionError):
     """The address-level tallies do not add up: a bbmap bug, never bad input."""
 
 
-_LOW32 = np.uint64(0xFFFF_FFFF)
-_SHIFT32 = np.uint64(32)
-
-
 def reduce_by_key(keys: list[np.ndarray], values: list[np.ndarray]
                   ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Sum ``values`` over equal rows of ``keys`` (u8 columns); rows come back sorted by
-    the keys, first column most significant.
-
-    When every key but the first fits in 32 bits (addresses of a binary; the caller maps
-    its sentinels), the columns are folded into one exact u8 key -- the rank of the
-    prefix (``np.unique``) shifted over the next column -- because numpy sorts one u8
-    column several times faster than ``lexsort`` sorts three; the key columns come back
-    from the ranks.  Otherwise ``lexsort``."""
+    the keys, first column most significant.  Two leading address columns that both fit
+    in 32 bits are packed into one sort key (one sort key fewer for ``lexsort``)."""
     n = len(keys[0])
     if n == 0:
         return [k[:0] for k in keys], [v[:0] for v in values]
-    if len(keys) > 1 and all(int(k.max()) <= int(_LOW32) for k in keys[1:]):
-        key = keys[0]
-        chain = []
-        for col in keys[1:]:
-            u, inv = np.unique(key, return_inverse=True)
-            chain.append(u)
-            key = (inv.astype(np.uint64).reshape(-1) << _SHIFT32) | col
-        order = np.argsort(key)
-        sk = key[order]
-        new = np.ones(n, bool)
-        new[1:] = sk[1:] != sk[:-1]
-        starts = np.flatnonzero(new)
-        g = sk[starts]
-        cols = []
-        for u in reversed(chain):
-            cols.append(g & _LOW32)
-            g = u[(g >> _SHIFT32).astype(np.int64)]
-        cols.append(g)
-        return cols[::-1], [np.add.reduceat(v[order], starts) for v in values]
-    order = np.lexsort(keys[::-1]) if len(keys) > 1 else np.argsort(keys[0], kind="stable")
+    cols = list(keys)
+    if len(cols) >= 2 and int(cols[0].max()) < (1 << 32) and int(cols[1].max()) < (1 << 32):
+        cols = [(cols[0] << _U8(32)) | cols[1], *cols[2:]]
+    order = np.lexsort(cols[::-1]) if len(cols) > 1 else np.argsort(cols[0], kind="stable")
     sk = [k[order] for k in keys]
     new = np.zeros(n, bool)
     new[0] = True
@@ -105,6 +80,17 @@ def reduce_by_key(keys: list[np.ndarray], values: list[np.ndarray]
     starts = np.flatnonzero(new)
     return ([k[starts] for k in sk],
             [np.add.reduceat(v[order], starts) for v in values])
+
+
+def sorted_unique(x: np.ndarray) -> np.ndarray:
+    """``np.unique`` by one sort (numpy 2.4's hash-based ``unique`` took 14 s on 5 M u8
+    here, a sort 0.15 s)."""
+    s = np.sort(x)
+    if len(s) < 2:
+        return s
+    keep = np.ones(len(s), bool)
+    keep[1:] = s[1:] != s[:-1]
+    return s[keep]
 
 
 @dataclass
@@ -209,7 +195,7 @@ class AddressAggregator:
         self._ips.append((a, c))
         self._ip_rows += len(a)
         if len(event):
-            self._event_ids.update(np.unique(event[inb]).tolist())
+            self._event_ids.update(sorted_unique(event[inb]).tolist())
         if self._ip_rows > max(4 * len(self.profile.ip_addr), self.FOLD_ROWS):
             self._fold_ips()
 

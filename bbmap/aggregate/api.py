@@ -261,18 +261,27 @@ class Session:
         self.hash_profiles = hash_profiles  # size + sha256 of each profile (aggregates)
         self.records: list = []  # bbmap.aggregate.store.ProfileRecord
         self.binary_path = os.fspath(binary)
+        self._binary_sha256: str | None = None
         b = load_binary(binary, debug_dirs=debug_dirs, demangle=demangle)
         if getattr(b, "is_relocatable", False):
             raise BBMapError("a relocatable object (.o) is never mapped by a process, so no "
                              "sample can be in it; annotate the linked binary",
                              file=self.binary_path)
         self.b = b
+        if address_only:
+            # BOLT's formats only: no block map, function table or index is needed (the
+            # addresses are resolved through the mappings alone), so none is built
+            from bbmap.model import BlockMapBuilder
+
+            self.ann = Annotator(BlockMapBuilder().build(), None,
+                                 drop_duplicate_newest=drop_duplicate_newest,
+                                 address_only=True)
+            self.index = None
+            return
         self.ann = Annotator(b.block_map, b.symbols, demangle=demangle,
                              drop_duplicate_newest=drop_duplicate_newest, sections=b.sections,
-                             cluster_stats=cluster_stats, addresses=addresses,
-                             address_only=address_only)
+                             cluster_stats=cluster_stats, addresses=addresses)
         self.index = BlockIndex(b.block_map, b.symbols, b.sections)
-        self._binary_sha256: str | None = None
 
     def fresh(self) -> Session:
         """An empty session sharing this one's binary, index and tables."""
@@ -288,8 +297,9 @@ class Session:
 
     def evidence(self) -> Evidence:
         b = self.b
+        bm = self.ann.block_map if self.ann.address_only else b.block_map
         return Evidence(binary=self.binary_path, binary_build_id=b.build_id,
-                        has_block_map=b.block_map.num_blocks > 0, producer=producer_of(b),
+                        has_block_map=bm.num_blocks > 0, producer=producer_of(b),
                         name_override=self.options["name"], pid=self.options["pid"], go=b.go,
                         symbols_source=b.symbols_source)
 

@@ -40,7 +40,13 @@ from typing import Any
 
 import numpy as np
 
-from bbmap.aggregate.addresses import END_BRANCH_ONLY, EXTERNAL, AddressProfile, reduce_by_key
+from bbmap.aggregate.addresses import (
+    END_BRANCH_ONLY,
+    EXTERNAL,
+    AddressProfile,
+    reduce_by_key,
+    sorted_unique,
+)
 from bbmap.outputs.bolt_view import IS_CALL, BoltView
 
 UNKNOWN = "[unknown]"  # writeAggregatedFile: a location with no function
@@ -145,7 +151,7 @@ def _fallthrough_rows(p: AddressProfile, view: BoltView, st: FdataStats) -> list
     bad = ~outside & ((ff != ft) | (of > ot))
     pseudo = ~outside & ~bad & view.is_pseudo(ff)
     cand = ~outside & ~bad & ~pseudo
-    b = view.blocks(np.unique(ff[cand]))
+    b = view.blocks(sorted_unique(ff[cand]))
     has_cfg = np.zeros(len(ff), bool)
     has_cfg[cand] = b.has_cfg(ff[cand])
     bad |= cand & ~has_cfg

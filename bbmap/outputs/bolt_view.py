@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from bbmap.aggregate.addresses import sorted_unique
 from bbmap.binary.disasm import CALL, CALL_INDIRECT, JCC, JMP, JMP_INDIRECT, RET, TRAP
 from bbmap.cfg import JUMP_TABLE_MAX
 from bbmap.formats.elf import (
@@ -298,7 +299,7 @@ class BoltView:
         from bbmap.binary.disasm import Disassembler
 
         have = self._blocks.decoded if self._blocks is not None else set()
-        want = [f for f in np.unique(funcs[funcs >= 0]).tolist()
+        want = [f for f in sorted_unique(funcs[funcs >= 0]).tolist()
                 if f not in have and self.kind[f] in (K_SYMBOL, K_FDE)]
         if not want:
             return self._blocks if self._blocks is not None else _empty_blocks()
@@ -383,7 +384,7 @@ class BoltView:
                 f = int(bfunc[k])
                 nk = (f << 40) | (int(nxt_start[k]) - int(self.start[f]))
                 falls[k] = (int(addr[last[k]]), nk) in pair
-        ff, fc = np.unique(bfunc, return_index=True)
+        ff, fc = _firsts(bfunc)
         cnt = np.diff(np.append(fc, len(bfunc)))
         return BoltBlocks(func=bfunc, start=addr[bidx], last=addr[last], last_kind=lk,
                           falls=falls, func_first=dict(zip(ff.tolist(), fc.tolist())),
@@ -461,6 +462,14 @@ class BoltView:
         return r[pos] == addr
 
 
+def _firsts(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a sorted array and the index of each one's first row."""
+    new = np.ones(len(v), bool)
+    new[1:] = v[1:] != v[:-1]
+    idx = np.flatnonzero(new)
+    return v[idx], idx
+
+
 def _empty_blocks(decoded: set[int] | None = None) -> BoltBlocks:
     z8, zi = np.zeros(0, np.uint64), np.zeros(0, np.int64)
     return BoltBlocks(func=zi, start=z8, last=z8, last_kind=zi, falls=np.zeros(0, bool),
@@ -472,7 +481,7 @@ def _concat_blocks(a: BoltBlocks, b: BoltBlocks) -> BoltBlocks:
     start = np.concatenate([a.start, b.start])
     order = np.lexsort((start, func))
     func, start = func[order], start[order]
-    ff, fc = np.unique(func, return_index=True)
+    ff, fc = _firsts(func)
     cnt = np.diff(np.append(fc, len(func)))
     return BoltBlocks(func=func, start=start,
                       last=np.concatenate([a.last, b.last])[order],
@@ -540,7 +549,7 @@ def _hdr_table(data: bytes, base: int, little: bool) -> np.ndarray | None:
     if count < 0 or pos + 2 * count * fmt[1] > len(data):
         return None
     pairs = np.frombuffer(data, end + fmt[0], 2 * count, pos).astype(np.int64)
-    return np.unique((pairs[0::2] + base).astype(np.uint64))
+    return sorted_unique((pairs[0::2] + base).astype(np.uint64))
 
 
 def got_slot_names(binary: Any) -> dict[int, str]:

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Benchmark ``bbmap annotate --format fdata`` against ``perf2bolt-22`` on the same files.
+
+Both write BOLT's fdata from the same perf.data and binary; the bench checks that their
+lines are equal (as multisets: perf2bolt writes hash order) and times them side by side,
+alternating, so both see the same machine load:
+
+1. an IP-only profile of >= 500,000 samples (``perf record -e cpu-clock -c 10000`` of
+   bench_annotate's 20,000-function program; perf2bolt ``-nl``);
+2. an LBR profile of >= 100 MB (bench_annotate's synthetic 32-entry stacks over the same
+   kind of program's real blocks, written with bbmap's PerfWriter).
+
+Inputs are shared with the other benches (their builders, cached in their work
+directories): by default the IP profile of bench_annotate (/tmp/bbmap-bench-annotate) and
+the LBR profile of bench_verify_profile (/work/cache/bench-verify-profile).
+
+Per tool: wall time (min and median of the rounds, with the spread) and peak RSS (the
+largest process: perf2bolt or one of the ``perf script`` jobs it spawns), and the ratio
+bbmap / perf2bolt (goal <= 0.2).
+
+    python bench/bench_bolt.py [--ip-workdir DIR] [--lbr-workdir DIR] [--lbr-gb 0.1]
+                               [--samples 500000] [--rounds 3] [--skip-ip] [--skip-lbr]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import bench_annotate as ba  # noqa: E402 - the programs and profile writers are shared
+
+GOAL = 0.2  # issue 14: bbmap / perf2bolt wall time
+
+
+def same_lines(a: str, b: str) -> tuple[bool, int, int]:
+    with open(a) as fa, open(b) as fb:
+        x = collections.Counter(ln for ln in fa if ln.strip())
+        y = collections.Counter(ln for ln in fb if ln.strip())
+    return x == y, sum(x.values()), sum(y.values())
+
+
+def side_by_side(title: str, d: str, data: str, exe: str, rounds: int, nl: bool) -> float:
+    ours_out, theirs_out = os.path.join(d, "bbmap.fdata"), os.path.join(d, "perf2bolt.fdata")
+    ours = ba.bbmap_cmd("annotate", "--format", "fdata", data, exe, "-o", ours_out)
+    theirs = ["perf2bolt-22", *(["-nl"] if nl else []), "-p", data, "-o", theirs_out, exe]
+    tb, tp, mb, mp = [], [], [], []
+    for _ in range(rounds):  # alternate: both see the same load
+        w, m = ba.peak_rss_mb(ours)
+        tb.append(w)
+        mb.append(m)
+        w, m = ba.peak_rss_mb(theirs)
+        tp.append(w)
+        mp.append(m)
+    eq, nb, npb = same_lines(ours_out, theirs_out)
+    size = os.path.getsize(data) / 1e6
+
+    def fmt(ts: list[float]) -> str:
+        sd = statistics.stdev(ts) if len(ts) > 1 else 0.0
+        return (f"min {min(ts):6.2f} s  median {statistics.median(ts):6.2f} s  sd {sd:5.2f}"
+                f"  (runs: {', '.join(f'{x:.2f}' for x in ts)})")
+
+    print(f"{title}: {data} ({size:.0f} MB), binary {exe}")
+    print(f"  bbmap annotate --format fdata : {fmt(tb)}  peak RSS {max(mb):6.0f} MB")
+    print(f"  perf2bolt-22{' -nl' if nl else '    '}              : {fmt(tp)}  "
+          f"peak RSS {max(mp):6.0f} MB")
+    r_min = min(tb) / min(tp)
+    r_med = statistics.median(tb) / statistics.median(tp)
+    print(f"  ratio bbmap/perf2bolt         : {r_min:.2f} (min)  {r_med:.2f} (median)  "
+          f"goal <= {GOAL}: {'met' if r_med <= GOAL else 'NOT met'}")
+    print(f"  same fdata lines              : {'yes' if eq else 'NO'} ({nb} vs {npb} lines)")
+    return r_med
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ip-workdir", default="/tmp/bbmap-bench-annotate")
+    ap.add_argument("--lbr-workdir", default="/work/cache/bench-verify-profile")
+    ap.add_argument("--functions", type=int, default=20000)
+    ap.add_argument("--samples", type=int, default=500_000)
+    ap.add_argument("--lbr-gb", type=float, default=0.1, help="LBR profile size (GiB)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--skip-ip", action="store_true")
+    ap.add_argument("--skip-lbr", action="store_true")
+    a = ap.parse_args()
+    if shutil.which("perf2bolt-22") is None or shutil.which("perf") is None:
+        raise SystemExit("perf2bolt-22 and perf are needed (the peer)")
+    if not a.skip_ip:
+        os.makedirs(a.ip_workdir, exist_ok=True)
+        exe = ba.build_program(a.ip_workdir, a.functions)
+        data = ba.record_ip(a.ip_workdir, exe, a.samples)
+        side_by_side(f"IP profile ({ba.count_samples(data)} samples)", a.ip_workdir, data,
+                     exe, a.rounds, nl=True)
+    if not a.skip_lbr:
+        os.makedirs(a.lbr_workdir, exist_ok=True)
+        exe = ba.build_program(a.lbr_workdir, a.functions)
+        data = ba.write_lbr(a.lbr_workdir, exe, a.lbr_gb)
+        side_by_side("LBR profile", a.lbr_workdir, data, exe, a.rounds, nl=False)
+
+
+if __name__ == "__main__":
+    main()
