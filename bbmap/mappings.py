@@ -441,6 +441,36 @@ class ProfileMappings:
                 out[sel] = got
         return out
 
+    def constant_between(self, pids: Sequence[int], seq: np.ndarray,
+                         time: np.ndarray | None = None) -> bool:
+        """Whether no mapping of ``pids`` begins or ends between the first and the last
+        of these (time, seq) moments: then an address of one pid classifies the same at
+        every one of them (:meth:`find_mappings` is monotone in (time, seq)), so distinct
+        addresses may be classified once.  Same time rule as :meth:`find_mappings`."""
+        seq = np.asarray(seq, np.int64)
+        if not len(seq):
+            return True
+        use_time = time is not None and bool(np.any(time))
+        if use_time:
+            t = np.asarray(time, np.uint64)
+            lo_t, hi_t = t.min(), t.max()
+            lo = (int(lo_t), int(seq[t == lo_t].min()))
+            hi = (int(hi_t), int(seq[t == hi_t].max()))
+        for p in pids:
+            for _starts, _stops, b_t, b_s, e_t, e_s, _ids in self._layers.get(int(p), []):
+                if use_time:
+                    a_lo = (lo[0] > b_t) | ((lo[0] == b_t) & (lo[1] >= b_s))
+                    a_hi = (hi[0] > b_t) | ((hi[0] == b_t) & (hi[1] >= b_s))
+                    z_lo = (lo[0] < e_t) | ((lo[0] == e_t) & (lo[1] < e_s))
+                    z_hi = (hi[0] < e_t) | ((hi[0] == e_t) & (hi[1] < e_s))
+                else:
+                    s_lo, s_hi = int(seq.min()), int(seq.max())
+                    a_lo, a_hi = s_lo >= b_s, s_hi >= b_s
+                    z_lo, z_hi = s_lo < e_s, s_hi < e_s
+                if (a_lo != a_hi).any() or (z_lo != z_hi).any():
+                    return False
+        return True
+
     def classify(self, batch: SampleBatch | None = None, *, pid: Any = None, ip: Any = None,
                  seq: Any = None, time: Any = None, cpumode: Any = None) -> Classified:
         """Where each sample is, and its ELF vaddr / file offset when in the binary.

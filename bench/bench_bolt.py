@@ -20,6 +20,7 @@ bbmap / perf2bolt (goal <= 0.2).
 
     python bench/bench_bolt.py [--ip-workdir DIR] [--lbr-workdir DIR] [--lbr-gb 0.1]
                                [--samples 500000] [--rounds 3] [--skip-ip] [--skip-lbr]
+                               [--extra PERF_DATA:BINARY[:ip]]...
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip-ip", action="store_true")
     ap.add_argument("--skip-lbr", action="store_true")
+    ap.add_argument("--extra", action="append", default=[], metavar="PERF_DATA:BINARY[:ip]",
+                    help="also compare on this profile (e.g. bench/e2e's SQLite/zstd "
+                         "profiles); ':ip' for an IP-only profile (perf2bolt -nl)")
     a = ap.parse_args()
     if shutil.which("perf2bolt-22") is None or shutil.which("perf") is None:
         raise SystemExit("perf2bolt-22 and perf are needed (the peer)")
@@ -103,6 +107,11 @@ def main() -> None:
         exe = ba.build_program(a.lbr_workdir, a.functions)
         data = ba.write_lbr(a.lbr_workdir, exe, a.lbr_gb)
         side_by_side("LBR profile", a.lbr_workdir, data, exe, a.rounds, nl=False)
+    for i, spec in enumerate(a.extra):
+        data, exe, *kind = spec.split(":")
+        d = os.path.join(a.lbr_workdir, f"extra{i}")
+        os.makedirs(d, exist_ok=True)
+        side_by_side(f"extra profile {i}", d, data, exe, a.rounds, nl=kind == ["ip"])
 
 
 if __name__ == "__main__":

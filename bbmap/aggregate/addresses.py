@@ -40,6 +40,7 @@ batch; memory is bounded by the distinct traces and addresses, not by the profil
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -63,14 +64,17 @@ class AddressAccountingError(AssertionError):
 def reduce_by_key(keys: list[np.ndarray], values: list[np.ndarray]
                   ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Sum ``values`` over equal rows of ``keys`` (u8 columns); rows come back sorted by
-    the keys, first column most significant.  Two leading address columns that both fit
-    in 32 bits are packed into one sort key (one sort key fewer for ``lexsort``)."""
+    the keys, first column most significant.  Two leading columns whose spans both fit in
+    32 bits are packed into one sort key (offsets from their minimums), one key fewer for
+    ``lexsort``."""
     n = len(keys[0])
     if n == 0:
         return [k[:0] for k in keys], [v[:0] for v in values]
     cols = list(keys)
-    if len(cols) >= 2 and int(cols[0].max()) < (1 << 32) and int(cols[1].max()) < (1 << 32):
-        cols = [(cols[0] << _U8(32)) | cols[1], *cols[2:]]
+    if len(cols) >= 2:
+        lo0, lo1 = cols[0].min(), cols[1].min()
+        if int(cols[0].max() - lo0) < (1 << 32) and int(cols[1].max() - lo1) < (1 << 32):
+            cols = [((cols[0] - lo0) << _U8(32)) | (cols[1] - lo1), *cols[2:]]
     order = np.lexsort(cols[::-1]) if len(cols) > 1 else np.argsort(cols[0], kind="stable")
     sk = [k[order] for k in keys]
     new = np.zeros(n, bool)
@@ -237,6 +241,67 @@ class AddressAggregator:
         self._trace_rows += len(f)
         if self._trace_rows > max(4 * len(p.trace_count), self.FOLD_ROWS):
             self._fold_traces()
+
+    def add_stacks_raw(self, src: np.ndarray, dst: np.ndarray, flags: np.ndarray,
+                       stack: np.ndarray, pid: np.ndarray, seq: np.ndarray,
+                       time: np.ndarray | None, space: Any) -> bool:
+        """:meth:`add_stacks` for entries not yet resolved: when no mapping of their
+        processes changes between their first and last moment (``space.pm``'s
+        ``constant_between``), the traces are first reduced on the runtime addresses and
+        only the distinct addresses are mapped to the binary -- a hot loop's million
+        entries cost one translation each of a few hundred addresses.  Returns False
+        (and does nothing) when the mappings do change: resolve every entry then."""
+        pids = sorted_unique(np.asarray(pid, np.int64))
+        if not space.pm.constant_between(pids.tolist(), seq, time):
+            return False
+        n = len(src)
+        if not n:
+            return True
+        p = self.profile
+        p.entries += n
+        kern = (src >= _U8(KERNEL_START)) | (dst >= _U8(KERNEL_START))
+        nk = int(kern.sum())
+        p.kernel += nk
+        idx = np.flatnonzero(~kern) if nk else np.arange(n)
+        if not len(idx):
+            return True
+        sf, sd, s = src[idx].astype(np.uint64), dst[idx].astype(np.uint64), stack[idx]
+        end = np.full(len(idx), END_BRANCH_ONLY, np.uint64)
+        same = s[1:] == s[:-1]  # entry j+1 is older than entry j of the same stack
+        end[1:][same] = sf[:-1][same]
+        mis = ((flags[idx] & _U8(fmt.BRF_MISPRED)) != 0).astype(np.int64)
+        keys = [sf, sd, end]
+        if len(pids) > 1:
+            keys = [np.asarray(pid)[idx].astype(np.uint64), *keys]
+        rows, (c, m) = reduce_by_key(keys, [np.ones(len(idx), np.int64), mis])
+        rp = rows[0].astype(np.int64) if len(pids) > 1 else np.full(len(c), pids[0], np.int64)
+        rf, rt, re = rows[-3:]
+        k = len(c)
+        has_end = re != _U8(END_BRANCH_ONLY)
+        addr = np.concatenate([rf, rt, re[has_end]])
+        apid = np.concatenate([rp, rp, rp[has_end]])
+        aseq = np.full(len(addr), int(np.asarray(seq)[0]), np.int64)
+        atime = None if time is None else np.full(len(addr), np.asarray(time)[0], np.uint64)
+        where, vaddr, _ = space.classify(addr, apid, aseq, None, atime)
+        va = np.where(np.asarray(where) <= OUTSIDE_FUNCTION, np.asarray(vaddr, np.uint64),
+                      _U8(EXTERNAL)).astype(np.uint64)
+        vf, vt = va[:k], va[k:2 * k]
+        ve = np.full(k, END_BRANCH_ONLY, np.uint64)
+        ve[has_end] = va[2 * k:]
+        outside = (vf == EXTERNAL) & (vt == EXTERNAL) & (
+            (ve == _U8(EXTERNAL)) | (ve == _U8(END_BRANCH_ONLY)))
+        if outside.any():
+            p.external += int(c[outside].sum())
+            keep = ~outside
+            vf, vt, ve, c, m = vf[keep], vt[keep], ve[keep], c[keep], m[keep]
+        if not len(vf):
+            return True
+        (f, t, e), (c, m) = reduce_by_key([vf, vt, ve], [c, m])
+        self._traces.append((f, t, e, c, m))
+        self._trace_rows += len(f)
+        if self._trace_rows > max(4 * len(p.trace_count), self.FOLD_ROWS):
+            self._fold_traces()
+        return True
 
     # ------------------------------------------------------------------ folds
     def _fold_traces(self) -> None:

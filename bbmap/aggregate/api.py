@@ -66,11 +66,7 @@ class Annotator:
                 r = resolver.resolve_binary(batch.ip, batch.pid, batch.seq,  # type: ignore[attr-defined]
                                             batch.cpumode, batch.time)
                 self.addresses.add_ips(r, batch.event)
-            if batch.has_branches:
-                self.branches.add(batch.br_ptr, batch.br_from, batch.br_to, batch.br_flags,
-                                  batch.pid, batch.seq, resolver, batch.time)
-            return
-        if len(batch):
+        elif len(batch):
             r = resolver.resolve(batch.ip, batch.pid, batch.seq, batch.cpumode, None,
                                  batch.time)
             self.samples.add(r, batch.period, resolver.dso_names)

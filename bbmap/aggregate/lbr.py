@@ -195,6 +195,11 @@ class BranchAggregator:
         if self.address_only and self.addresses is not None:
             # BOLT's formats only: instruction addresses, no blocks (the entries are
             # tallied by the address aggregates, spec/bolt.md)
+            space = getattr(resolver, "space", None)
+            if hasattr(getattr(space, "pm", None), "constant_between") and \
+                    self.addresses.add_stacks_raw(src, dst, flg, ksample, epid, eseq, etime,
+                                                  space):
+                return
             rf = resolver.resolve_binary(src, epid, eseq, None, etime)  # type: ignore[attr-defined]
             rt = resolver.resolve_binary(dst, epid, eseq, None, etime)  # type: ignore[attr-defined]
             self.addresses.add_stacks(src, dst, flg, ksample, rf, rt)
