@@ -139,3 +139,15 @@ def test_cli_fleet_usage_errors(tmp_path):
     code, text = cli("fleet", str(tmp_path / "none-*.data"), PIE_BINARY,
                      "-o", str(tmp_path / "x.agg"))
     assert code == 3 and "no file matches" in text
+
+
+def test_cli_fleet_on_a_running_scheduler(client, pieces, one_process, tmp_path):
+    """--scheduler ADDRESS: the same command on an existing cluster (here the fixture's)."""
+    lst = tmp_path / "all.txt"
+    lst.write_text("\n".join(pieces) + "\n")
+    out = str(tmp_path / "s.agg")
+    code, text = cli("fleet", f"@{lst}", PIE_BINARY, "--scheduler", client.scheduler.address,
+                     "-o", out, "--no-progress", "--batch-files", "5")
+    assert code == 1 and "on 2 workers" in text
+    with open(out, "rb") as fh:
+        assert fh.read() == one_process
