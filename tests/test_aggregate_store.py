@@ -212,3 +212,19 @@ def test_core_commands_do_not_import_pyarrow_or_dask():
             "bad = [m for m in ('numpy', 'pyarrow', 'dask') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_verify_profile_reads_an_aggregate_with_its_moments(tmp_path):
+    """issue 16's design effects need the per-stack moments: an aggregate carries them, so
+    verify --profile judges it exactly as it judges the profile."""
+    exe = os.path.join(CORPUS, "bin", "clang-22", "pgoflip", "pgoflip.pie")
+    prof = os.path.join(CORPUS, "lbr", "c22-pgoflip-pie-lbr-train", "perf.data")
+    if not (os.path.exists(exe) and os.path.exists(prof)):
+        pytest.skip("pgoflip corpus case absent")
+    agg = str(tmp_path / "train.agg")
+    assert cli("annotate", prof, exe, "--format", "aggregate", "-o", agg)[0] == 0
+    code_a, a = cli("verify", exe, "--profile", agg, "--json")
+    code_p, p = cli("verify", exe, "--profile", prof, "--json")
+    da, dp = json.loads(a), json.loads(p)
+    assert code_a == code_p and da.pop("profiles") == [agg] and dp.pop("profiles") == [prof]
+    assert da == dp
