@@ -122,10 +122,21 @@ def make_inputs(workdir: str, files: int, lbr: int, bad: int, rounds: int) -> li
     return paths
 
 
-def timed(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+CPU = {}  # command name -> CPU seconds (user + system) of it and every process it started
+
+
+def timed(cmd: list[str], name: str = "") -> tuple[float, subprocess.CompletedProcess]:
+    """Wall seconds; the CPU seconds of the command and its descendants (Dask workers are
+    children of the fleet process, waited for when the cluster closes) go to ``CPU``."""
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = sh([*NICE, *cmd])
-    return time.perf_counter() - t, r
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU[name or cmd[3]] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, r
 
 
 def same(a: str, b: str) -> bool:
@@ -173,26 +184,32 @@ def main() -> int:
 
     one = os.path.join(w, "one.json")
     t, r = timed([*BBMAP, "annotate", "--keep-going", f"@{lst}", BINARY, "--format", "json",
-                  "-o", one])
-    res["annotate"] = {"seconds": t, "exit": r.returncode, "profiles_per_s": n / t}
-    print(f"annotate (one process):  {t:7.1f} s  {n / t:7.1f} profiles/s  exit {r.returncode}")
+                  "-o", one], "annotate")
+    cpu = CPU["annotate"]
+    res["annotate"] = {"seconds": t, "exit": r.returncode, "profiles_per_s": n / t,
+                       "cpu_seconds": cpu, "profiles_per_cpu_s": n / cpu}
+    print(f"annotate (one process):  {t:7.1f} s  {n / t:7.1f} profiles/s  exit {r.returncode}"
+          f"  CPU {cpu:.1f} s ({n / cpu:.0f} profiles per CPU-second)")
 
     fleet_aggs = {}
     for k in [int(x) for x in a.workers.split(",")]:
         agg, js = os.path.join(w, f"fleet{k}.agg"), os.path.join(w, f"fleet{k}.json")
         t, r = timed([*BBMAP, "fleet", f"@{lst}", BINARY, "--local-workers", str(k), "-o",
-                      agg, "--json", js, "--no-progress"])
+                      agg, "--json", js, "--no-progress"], f"fleet{k}")
+        cpu = CPU[f"fleet{k}"]
         m = re.search(r"on (\d+) workers: ([\d.]+) s", r.stderr)
         inner = float(m.group(2)) if m else float("nan")
         named = re.search(r"incomplete: (\d+) of (\d+)", r.stderr)
         eq = same(js, one)
         res[f"fleet_{k}"] = {"seconds": t, "run_seconds": inner, "exit": r.returncode,
                              "profiles_per_s": n / t, "profiles_per_s_run": n / inner,
-                             "json_equal": eq, "incomplete": named.group(0) if named else None}
+                             "json_equal": eq, "incomplete": named.group(0) if named else None,
+                             "cpu_seconds": cpu, "profiles_per_cpu_s": n / cpu}
         fleet_aggs[k] = agg
         print(f"fleet --local-workers {k}: {t:7.1f} s  {n / t:7.1f} profiles/s "
               f"({inner:.1f} s, {n / inner:.1f}/s after cluster start)  exit {r.returncode}  "
-              f"JSON == annotate: {eq}  ({named.group(0) if named else '?'})")
+              f"JSON == annotate: {eq}  ({named.group(0) if named else '?'})  CPU {cpu:.1f} s "
+              f"({n / cpu:.0f} profiles per CPU-second, all processes)")
     ks = sorted(fleet_aggs)
     res["fleet_aggs_equal"] = all(same(fleet_aggs[ks[0]], fleet_aggs[k]) for k in ks)
 
@@ -228,12 +245,13 @@ def main() -> int:
     rev = os.path.join(w, "aggs-reversed.txt")
     with open(rev, "w") as fh:
         fh.write("\n".join(files[::-1]) + "\n")
-    t, r = timed([*BBMAP, "merge", f"@{alist}", "-o", os.path.join(w, "merged-a.agg")])
+    t, r = timed([*BBMAP, "merge", f"@{alist}", "-o", os.path.join(w, "merged-a.agg")],
+                 "merge")
     res["merge"] = {"seconds": t, "exit": r.returncode, "aggregates": len(files),
-                    "per_s": len(files) / t}
+                    "per_s": len(files) / t, "cpu_seconds": CPU["merge"]}
     merged["a"] = os.path.join(w, "merged-a.agg")
     print(f"bbmap merge of {len(files)} aggregates: {t:.1f} s ({len(files) / t:.0f}/s)  "
-          f"exit {r.returncode}")
+          f"exit {r.returncode}  CPU {CPU['merge']:.1f} s")
     t2, _ = timed([*BBMAP, "merge", f"@{rev}", "-o", os.path.join(w, "merged-b.agg")])
     merged["b"] = os.path.join(w, "merged-b.agg")
     h = len(files) // 3
@@ -256,11 +274,12 @@ def main() -> int:
     print(f"merge: 3 orders/groupings byte-identical: {res['merge_orders_identical']}; "
           f"== fleet's aggregate: {res['merge_equals_fleet']} ({res['merged_bytes']} bytes; "
           f"mean per-profile aggregate {res['aggregate_bytes_mean']:.0f} bytes)")
-    base = res["annotate"]["profiles_per_s"]
+    base = res["annotate"]
     for k in ks:
         f = res[f"fleet_{k}"]
         print(f"ratio fleet {k} worker(s) / one-process annotate: "
-              f"{f['profiles_per_s'] / base:.2f}x (wall)")
+              f"{f['profiles_per_s'] / base['profiles_per_s']:.2f}x wall, "
+              f"{f['profiles_per_cpu_s'] / base['profiles_per_cpu_s']:.2f}x per CPU-second")
     res["load_after"] = os.getloadavg()[0]
     with open(os.path.join(w, "results.json"), "w") as fh:
         json.dump(res, fh, indent=1)
