@@ -150,7 +150,8 @@ def write_aggregates(paths: list[str], d: str) -> tuple[list[str], float]:
     from bbmap.aggregate.api import Session
 
     os.makedirs(d, exist_ok=True)
-    s = Session(BINARY, keep_going=True, cluster_stats=True, hash_profiles=True)
+    s = Session(BINARY, keep_going=True, cluster_stats=True, hash_profiles=True,
+                addresses=True)
     out = []
     t = time.perf_counter()
     for i, p in enumerate(paths):

@@ -47,7 +47,8 @@ def bad_profiles(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def session():
-    return Session(PIE_BINARY, cluster_stats=True, keep_going=True, hash_profiles=True)
+    return Session(PIE_BINARY, cluster_stats=True, keep_going=True, hash_profiles=True,
+                   addresses=True)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,7 @@ def test_merged_aggregate_gives_the_one_process_json(session, parts, bad_profile
                for w in doc["warnings"])
 
 
-def test_cluster_moments_survive_merging(session, parts):
+def test_cluster_moments_and_addresses_survive_merging(session, parts):
     one = session.fresh()
     for p in (PIE_PROFILE, LBR, TWO):
         one.add(p)
@@ -105,6 +106,13 @@ def test_cluster_moments_survive_merging(session, parts):
     for k in ("x2", "o2", "xe", "xE", "edge_key", "k2", "ko", "kx"):
         assert np.array_equal(getattr(got, k), getattr(want, k)), k
     assert got.E2 == want.E2 > 0
+    wa, ga = one.result().addresses, via.result().addresses
+    for k in ("trace_from", "trace_to", "trace_end", "trace_count", "trace_mispred", "ip_addr",
+              "ip_samples"):
+        assert np.array_equal(getattr(ga, k), getattr(wa, k)), k
+    assert (ga.events, ga.entries, ga.kernel, ga.external) == (
+        wa.events, wa.entries, wa.kernel, wa.external)
+    assert len(ga.trace_count) and len(ga.ip_addr)
 
 
 def test_the_file_is_plain_parquet_for_sql_engines(parts, tmp_path):

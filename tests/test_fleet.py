@@ -44,7 +44,8 @@ def pieces(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def one_process(pieces):
-    s = Session(PIE_BINARY, keep_going=True, cluster_stats=True, hash_profiles=True)
+    s = Session(PIE_BINARY, keep_going=True, cluster_stats=True, hash_profiles=True,
+                addresses=True)
     s.add_all(pieces)
     return store.aggregate_bytes(s.aggregate())
 

@@ -211,14 +211,39 @@ def test_version_does_not_import_numpy() -> None:
 
 
 @needs_pie
-def test_aggregate_files_are_refused_for_bolt_formats(tmp_path) -> None:  # noqa: ANN001
-    """Aggregate files carry no address aggregates yet: a BOLT profile made with one would
-    silently miss its branches, so the request is refused with the file named."""
+@pytest.mark.parametrize("fmt", ["fdata", "bolt-preagg"])
+def test_bolt_formats_from_merged_aggregates_equal_the_profiles(tmp_path, fmt) -> None:  # noqa: ANN001
+    """Aggregate files carry the address aggregates (spec/aggregate.md): fdata written from
+    a merge of per-piece aggregates equals fdata written from the profiles themselves."""
     pytest.importorskip("pyarrow")
     _, perf, binary = PIE
+    plain = str(CORPUS / "profiles" / "c22-addrmap-pie-plain" / "perf.data")
+    aggs = []
+    for i, p in enumerate((perf, plain)):
+        agg = str(tmp_path / f"{i}.agg")
+        code, out = cli("annotate", "--format", "aggregate", "-o", agg, p, binary)
+        assert code == 0, out
+        aggs.append(agg)
+    merged = str(tmp_path / "m.agg")
+    assert cli("merge", *aggs[::-1], "-o", merged)[0] == 0
+    code_a, from_agg = cli("annotate", "--format", fmt, merged, binary)
+    code_p, from_perf = cli("annotate", "--format", fmt, perf, plain, binary)
+    assert code_a == code_p == 0 and from_agg == from_perf and from_agg.strip()
+
+
+@needs_pie
+def test_aggregates_without_addresses_are_refused_for_bolt_formats(tmp_path) -> None:  # noqa: ANN001
+    """An aggregate made without the address aggregates (a Session without them) would give
+    a BOLT profile missing its branches: refused, the file named."""
+    pytest.importorskip("pyarrow")
+    from bbmap.aggregate.api import Session
+    from bbmap.aggregate.store import write_aggregate
+
+    _, perf, binary = PIE
+    s = Session(binary)
+    s.add(perf)
     agg = tmp_path / "one.agg"
-    code, out = cli("annotate", "--format", "aggregate", "-o", str(agg), perf, binary)
-    assert code == 0, out
+    write_aggregate(s.aggregate(), str(agg))
     code, out = cli("annotate", "--format", "fdata", str(agg), binary)
     assert code != 0 and "one.agg" in out and "Traceback" not in out
 

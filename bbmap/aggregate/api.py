@@ -321,11 +321,12 @@ class Session:
     def add_aggregate(self, agg, name: str) -> None:  # noqa: ANN001 - store.Aggregate
         from bbmap.aggregate import store
 
-        if self.ann.addresses is not None:
+        if self.ann.addresses is not None and agg.addresses is None:
             # refuse rather than write a BOLT profile missing this file's branches
-            raise BBMapError("aggregate files do not carry the instruction-address "
-                             "aggregates BOLT's formats are written from (yet); give the "
-                             "perf.data files", file=name)
+            raise BBMapError("this aggregate was made without the instruction-address "
+                             "aggregates BOLT's formats are written from (an older bbmap, or "
+                             "a merge with one); remake it, or give the perf.data files",
+                             file=name)
         mine = self.identity_aggregate()
         store.check_mergeable(agg, mine, name, f"the binary {self.binary_path}")
         store.add_to_annotator(agg, self.ann)

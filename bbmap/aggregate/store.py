@@ -24,6 +24,7 @@ Parameters (their source: this file's format, spec/aggregate.md):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -33,13 +34,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bbmap.aggregate.accounting import RANGE_REASONS, Accounting
+from bbmap.aggregate.addresses import AddressProfile
 from bbmap.aggregate.cluster import ClusterMoments
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import ProfileInfo
 from bbmap.buckets import BRANCH_BUCKETS, BUCKETS
 from bbmap.errors import BBMapError, Diagnostic, UsageError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: instruction-address sections (trace, ip, event); 1 is still read
 PARQUET_MAGIC = b"PAR1"
 META_PREFIX = "bbmap."
 ROW_GROUP_ROWS = 1 << 20
@@ -50,7 +52,9 @@ PARQUET_OPTIONS = {"version": "2.6", "use_dictionary": True, "compression": "zst
 HASH_CHUNK = 1 << 20
 
 # section names: one row per block / function / edge / ... (spec/aggregate.md)
-SECTIONS = ("total", "bucket", "dso", "function", "block", "edge", "cluster_edge", "profile")
+SECTIONS = ("total", "bucket", "dso", "function", "block", "edge", "cluster_edge", "trace",
+            "ip", "event", "profile")
+ADDRESS_TOTALS = ("entries", "kernel", "external")  # AddressProfile tallies, "address_" rows
 
 
 # --------------------------------------------------------------------------- provenance
@@ -176,6 +180,9 @@ class Aggregate:
     dso_samples: dict[str, int]
     dso_branches: dict[str, int]
     profiles: list[ProfileRecord]
+    # instruction-address traces and IP histogram (BOLT's formats, issue 14), or None when
+    # not collected; additive (AddressProfile.merge sums equal keys, keys sorted)
+    addresses: AddressProfile | None = None
     # the file's readable columns (names, block IDs, addresses): from the binary, for the
     # rows present; a merge unites them (one build: they agree)
     function_labels: dict[int, tuple[str, int]] = field(default_factory=dict)
@@ -245,6 +252,11 @@ def merge(aggs: list[Aggregate], names: list[str] | None = None) -> Aggregate:
     flabels: dict[int, tuple[str, int]] = {}
     for a in aggs:
         flabels.update(a.function_labels)
+    addrs = None
+    if all(a.addresses is not None for a in aggs):
+        addrs = aggs[0].addresses
+        for a in aggs[1:]:
+            addrs = addrs.merge(a.addresses)
     return Aggregate(
         build_id=first.build_id, binary_sha256=min(a.binary_sha256 for a in aggs),
         binary_name=min(a.binary_name for a in aggs), num_blocks=first.num_blocks,
@@ -261,7 +273,7 @@ def merge(aggs: list[Aggregate], names: list[str] | None = None) -> Aggregate:
         dso_samples=dsum([a.dso_samples for a in aggs]),
         dso_branches=dsum([a.dso_branches for a in aggs]),
         profiles=sorted((p for a in aggs for p in a.profiles), key=lambda p: p.key),
-        function_labels=dict(sorted(flabels.items())),
+        addresses=addrs, function_labels=dict(sorted(flabels.items())),
         block_labels=_unite_labels([a.block_labels for a in aggs]))
 
 
@@ -332,10 +344,19 @@ def from_annotator(ann, records: list[ProfileRecord], *, build_id: str | None,  
         dso_samples=dict(sorted(a.dso_samples.items())),
         dso_branches=dict(sorted(a.dso_branches.items())),
         profiles=sorted(records, key=lambda p: p.key),
+        addresses=_copy_addresses(ann.addresses.result()) if getattr(
+            ann, "addresses", None) is not None else None,
         function_labels={k: (ft_.names[k], int(ft_.address[k])) for k in fsp.index.tolist()},
         block_labels=Sparse(blocks.index, {
             "block_id": ann.block_map.block_id[blocks.index].astype(np.int64),
             "address": ann.geom.start[blocks.index].astype(np.uint64)}))
+
+
+def _copy_addresses(p: AddressProfile) -> AddressProfile:
+    return dataclasses.replace(p, **{f.name: getattr(p, f.name).copy()
+                                     for f in dataclasses.fields(p)
+                                     if isinstance(getattr(p, f.name), np.ndarray)},
+                               events=list(p.events))
 
 
 def _exact_int(v: np.ndarray, what: str) -> np.ndarray:
@@ -371,6 +392,11 @@ def add_to_annotator(agg: Aggregate, ann) -> None:  # noqa: ANN001
             E2=float(agg.totals.get("cluster_E2", 0)),
             edge_key=agg.cluster_edges.index,
             **{k: agg.cluster_edges.cols[k].astype(np.float64) for k in CLUSTER_EDGE_COLS}))
+    if getattr(ann, "addresses", None) is not None:
+        if agg.addresses is None:
+            raise BBMapError("this aggregate was made without the instruction-address "
+                             "aggregates BOLT's formats are written from")
+        ann.addresses.profile = ann.addresses.result().merge(agg.addresses)
     acct = Accounting(total_samples=agg.totals["samples"], total_period=agg.totals["period"],
                       total_branches=agg.totals["branches"], total_ranges=agg.totals["ranges"],
                       samples=agg.buckets["samples"].copy(),
@@ -405,6 +431,7 @@ def _schema():  # noqa: ANN202
         ("samples", i8), ("period", u8), ("count", i8), ("fallthrough", i8),
         ("no_block_samples", i8),
         ("x2", i8), ("o2", i8), ("xe", i8), ("xE", i8), ("k2", i8), ("ko", i8), ("kx", i8),
+        ("to_address", u8), ("end_address", u8), ("mispred", i8),
         ("size", i8), ("sha256", s), ("mode", s), ("branches", i8), ("build_id", s),
         ("binary_mmaps", i8), ("error", s), ("detail", s)])
 
@@ -416,6 +443,7 @@ def _metadata(agg: Aggregate) -> dict[bytes, bytes]:
             "num_functions": str(agg.num_functions),
             "options": json.dumps(agg.options, sort_keys=True),
             "cluster_stats": "1" if agg.cluster_stats else "0",
+            "addresses": "1" if agg.addresses is not None else "0",
             "profiles": str(len(agg.profiles)),
             "incomplete": "1" if agg.incomplete else "0"}
     return {(META_PREFIX + k).encode(): v.encode() for k, v in meta.items()}
@@ -445,6 +473,9 @@ def to_table(agg: Aggregate):  # noqa: ANN201 - a pyarrow.Table
         n_rows += n
 
     tot = list(agg.totals.items())
+    ap = agg.addresses
+    if ap is not None:
+        tot += [(f"address_{k}", int(getattr(ap, k))) for k in ADDRESS_TOTALS]
     add("total", len(tot), name=[k for k, _ in tot],
         count=[v if k != "period" else None for k, v in tot],
         period=[v if k == "period" else None for k, v in tot])
@@ -475,6 +506,11 @@ def to_table(agg: Aggregate):  # noqa: ANN201 - a pyarrow.Table
         kind=[EDGE_KINDS[k] for k in kind.tolist()], count=e.cols["count"])
     ce = agg.cluster_edges
     add("cluster_edge", len(ce.index), index=ce.index // B, to_index=ce.index % B, **ce.cols)
+    if ap is not None:
+        add("trace", len(ap.trace_count), address=ap.trace_from, to_address=ap.trace_to,
+            end_address=ap.trace_end, count=ap.trace_count, mispred=ap.trace_mispred)
+        add("ip", len(ap.ip_addr), address=ap.ip_addr, samples=ap.ip_samples)
+        add("event", len(ap.events), name=list(ap.events))
     ps = agg.profiles
     add("profile", len(ps), name=[p.info.path for p in ps], size=[p.size for p in ps],
         sha256=[p.sha256 for p in ps], mode=[p.info.mode for p in ps],
@@ -607,6 +643,16 @@ def _from_table(table, meta: dict[str, str]) -> Aggregate:  # noqa: ANN001
     for name, c, p in zip(tt.column("name").to_pylist(), tt.column("count").to_pylist(),
                           tt.column("period").to_pylist()):
         totals[name] = int(p if name == "period" else c)
+    addresses = None
+    if meta.get("addresses") == "1":
+        tr, ip = parts["trace"], parts["ip"]
+        addresses = AddressProfile(
+            trace_from=col(tr, "address", np.uint64), trace_to=col(tr, "to_address", np.uint64),
+            trace_end=col(tr, "end_address", np.uint64), trace_count=col(tr, "count", np.int64),
+            trace_mispred=col(tr, "mispred", np.int64), ip_addr=col(ip, "address", np.uint64),
+            ip_samples=col(ip, "samples", np.int64),
+            events=[str(x) for x in parts["event"].column("name").to_pylist()],
+            **{k: totals.pop(f"address_{k}") for k in ADDRESS_TOTALS})
     for k in ("samples", "period", "branches", "ranges"):
         totals.setdefault(k, 0)
     ut = parts["bucket"]
@@ -644,7 +690,7 @@ def _from_table(table, meta: dict[str, str]) -> Aggregate:  # noqa: ANN001
         edges=edges, cluster_edges=cedges, totals=totals, buckets=buckets,
         dso_samples=dict(sorted(dso["samples"].items())),
         dso_branches=dict(sorted(dso["branches"].items())), profiles=profiles,
-        function_labels=flabels, block_labels=blabels)
+        addresses=addresses, function_labels=flabels, block_labels=blabels)
 
 
 def _span(run: tuple[int, int] | None) -> tuple[int, int]:

@@ -83,7 +83,7 @@ def _write_aggregate(perf_paths: list[str], binary: str, output: str | None,
     if not output:
         raise UsageError("--format aggregate writes a Parquet file: give it with -o FILE")
     session = Session(binary, **session_kwargs(**profile), keep_going=keep_going,
-                      cluster_stats=True, hash_profiles=True)
+                      cluster_stats=True, hash_profiles=True, addresses=True)
     session.add_all(expand_inputs(perf_paths), progress=progress.update if progress else None)
     agg = session.aggregate()
     write_aggregate(agg, output)

@@ -95,7 +95,7 @@ def _session(binary: str, options: dict) -> Session:
         s = _SESSIONS.get(key)
         if s is None:
             s = Session(binary, **options, keep_going=True, cluster_stats=True,
-                        hash_profiles=True)
+                        hash_profiles=True, addresses=True)
             _SESSIONS[key] = s
         return s
 
