@@ -529,9 +529,19 @@ def to_table(agg: Aggregate):  # noqa: ANN201 - a pyarrow.Table
     return pa.Table.from_arrays(arrays, schema=schema.with_metadata(_metadata(agg)))
 
 
+def _parquet():  # noqa: ANN202 - the pyarrow.parquet module
+    """pyarrow, or a one-line error saying how to get it (the extra)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise BBMapError("aggregate files need pyarrow: pip install 'bbmap[fleet]'"
+                         ) from None
+    return pq
+
+
 def write_aggregate(agg: Aggregate, path: str) -> None:
     """Write ``agg`` atomically; identical content gives identical bytes."""
-    import pyarrow.parquet as pq
+    pq = _parquet()
 
     from bbmap.atomic import atomic_open
 
@@ -541,9 +551,9 @@ def write_aggregate(agg: Aggregate, path: str) -> None:
 
 
 def aggregate_bytes(agg: Aggregate) -> bytes:
-    """The file's bytes in memory (what fleet workers ship and tests compare)."""
+    """The file's bytes in memory (what tests and benches compare)."""
+    pq = _parquet()
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     sink = pa.BufferOutputStream()
     pq.write_table(to_table(agg), sink, row_group_size=ROW_GROUP_ROWS, **PARQUET_OPTIONS)
@@ -552,11 +562,7 @@ def aggregate_bytes(agg: Aggregate) -> bytes:
 
 def read_aggregate(path: str) -> Aggregate:
     """Read an aggregate file; BBMapError naming the file for anything it cannot trust."""
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise BBMapError("reading an aggregate needs pyarrow: pip install 'bbmap[fleet]'",
-                         file=path) from None
+    pq = _parquet()
     try:
         table = pq.read_table(path)
     except OSError as e:
