@@ -328,6 +328,13 @@ class Session:
                              "a merge with one); remake it, or give the perf.data files",
                              file=name)
         mine = self.identity_aggregate()
+        if self.ann.address_only:  # BOLT's formats: the address aggregates are all it needs
+            store.check_mergeable(agg, mine, name, f"the binary {self.binary_path}",
+                                  shape=False)
+            a = self.ann.addresses
+            a.profile = a.result().merge(agg.addresses)
+            self.records.extend(agg.profiles)
+            return
         store.check_mergeable(agg, mine, name, f"the binary {self.binary_path}")
         store.add_to_annotator(agg, self.ann)
         self.records.extend(agg.profiles)

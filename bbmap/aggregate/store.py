@@ -206,12 +206,14 @@ def same_binary(a: Aggregate, b: Aggregate) -> bool:
     return a.binary_sha256 == b.binary_sha256
 
 
-def check_mergeable(a: Aggregate, b: Aggregate, a_name: str, b_name: str) -> None:
-    """Refuse (UsageError, exit 2) aggregates of different binaries or options."""
+def check_mergeable(a: Aggregate, b: Aggregate, a_name: str, b_name: str, *,
+                    shape: bool = True) -> None:
+    """Refuse (UsageError, exit 2) aggregates of different binaries or options (``shape``:
+    also different block and function counts)."""
     if not same_binary(a, b):
         raise UsageError(f"aggregates of different binaries: {a_name} is of {a.identity} "
                          f"({a.binary_name}), {b_name} is of {b.identity} ({b.binary_name})")
-    if (a.num_blocks, a.num_functions) != (b.num_blocks, b.num_functions):
+    if shape and (a.num_blocks, a.num_functions) != (b.num_blocks, b.num_functions):
         raise UsageError(f"{a_name} and {b_name} name one build but count "
                          f"{a.num_blocks}/{b.num_blocks} blocks and {a.num_functions}/"
                          f"{b.num_functions} functions: one was written by another bbmap")
