@@ -54,7 +54,8 @@ HASH_CHUNK = 1 << 20
 # section names: one row per block / function / edge / ... (spec/aggregate.md)
 SECTIONS = ("total", "bucket", "dso", "function", "block", "edge", "cluster_edge", "trace",
             "ip", "event", "profile")
-ADDRESS_TOTALS = ("entries", "kernel", "external")  # AddressProfile tallies, "address_" rows
+ADDRESS_TOTALS = ("entries", "kernel", "external", "duplicate", "samples")  # AddressProfile
+# tallies, "address_" rows (the last two absent from files written before them: 0)
 
 
 # --------------------------------------------------------------------------- provenance
@@ -660,7 +661,7 @@ def _from_table(table, meta: dict[str, str]) -> Aggregate:  # noqa: ANN001
             trace_mispred=col(tr, "mispred", np.int64), ip_addr=col(ip, "address", np.uint64),
             ip_samples=col(ip, "samples", np.int64),
             events=[str(x) for x in parts["event"].column("name").to_pylist()],
-            **{k: totals.pop(f"address_{k}") for k in ADDRESS_TOTALS})
+            **{k: totals.pop(f"address_{k}", 0) for k in ADDRESS_TOTALS})
     for k in ("samples", "period", "branches", "ranges"):
         totals.setdefault(k, 0)
     ut = parts["bucket"]
