@@ -26,6 +26,7 @@ decoded a second time (with operand details) to read their tables.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +114,13 @@ class CFG:
     tail_func: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     jump_tables: list[JumpTable] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # first instruction of every block (what profile inference needs to undo sample skid,
+    # spec/inference.md): its size (0: no instruction) and disassembly kind; its text is
+    # decoded again on demand (``first_insn_text``), only for the few blocks that need it
+    first_size: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    first_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    first_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    describe_row: Callable[[int], str] | None = None
 
     @property
     def num_blocks(self) -> int:
@@ -131,6 +139,14 @@ class CFG:
 
     def term_name(self, b: int) -> str:
         return TERM_NAMES[int(self.term[b])]
+
+    def first_insn_text(self, b: int) -> str:
+        """``"0x1234: mov eax, dword ptr [rdi]"`` for block ``b``'s first instruction
+        ("" when it has none or the CFG was built without the code table)."""
+        row = int(self.first_row[b]) if len(self.first_row) else -1
+        if row < 0 or self.describe_row is None:
+            return ""
+        return self.describe_row(row)
 
 
 # ----------------------------------------------------------------------------- recovery
@@ -230,6 +246,11 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
     n_insn = np.where(decoded, hi_k - lo_k, 0).astype(np.int32)
     last = np.where(n_insn > 0, hi_k - 1, -1)
     has_last = last >= 0
+    first_row = np.where(n_insn > 0, lo_k, -1).astype(np.int64)
+    first_size = np.zeros(B, np.uint8)
+    first_size[has_last] = code.size[first_row[has_last]]
+    first_kind = np.full(B, 255, np.uint8)
+    first_kind[has_last] = code.kinds[first_row[has_last]]
     kind = np.full(B, 255, np.uint8)
     kind[has_last] = code.kinds[last[has_last]]
     tgt = np.full(B, -1, np.int64)
@@ -365,7 +386,8 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
                succ_ptr=ptr, succ_block=d, succ_kind=k, unknown_succ=term == T_INDIRECT,
                call_block=call_block, call_addr=code.start[ci], call_target=call_target,
                call_func=cfun, tail_block=tail, tail_func=tail_func, jump_tables=tables,
-               notes=notes)
+               notes=notes, first_size=first_size, first_kind=first_kind,
+               first_row=first_row, describe_row=code.describe)
 
 
 def _span(m: BlockMap, f: int) -> tuple[int, int]:

@@ -22,6 +22,7 @@ each solver, one network for all functions vs one solver call per function.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -35,9 +36,11 @@ sys.path.insert(0, os.path.dirname(HERE))
 from bbmap.aggregate import annotate  # noqa: E402
 from bbmap.binary import load_binary  # noqa: E402
 from bbmap.cfg import S_FALLTHROUGH, recover_cfg  # noqa: E402
-from bbmap.inference.counts import SAMPLE_MODELS, block_weights, infer_counts  # noqa: E402
+from bbmap.inference.counts import block_weights, infer_counts  # noqa: E402
+from bbmap.inference.weights import locate  # noqa: E402
 
 CORPUS = os.path.join(os.path.dirname(HERE), "corpus")
+E2E_DEFAULT = "/work/cache/e2e/run-zstd/zstd"  # bench_e2e.py's zstd work directory
 
 
 # ----------------------------------------------------------------------------- truth
@@ -130,31 +133,91 @@ def _json(path: str) -> dict:
         return json.load(fh)
 
 
-def accuracy(models: list[str], solver: str) -> list[dict]:
+@contextlib.contextmanager
+def ip_histogram():
+    """Collect the IP histogram (ELF vaddrs of the samples in blocks) while annotating.
+
+    Issue 14's address aggregates put it on the result (``res.addresses``); until those
+    are on every branch this hook on the sample aggregator collects the same thing."""
+    from bbmap.aggregate import samples as agg_samples
+    from bbmap.buckets import IN_BLOCK
+
+    got: list[np.ndarray] = []
+    orig = agg_samples.SampleAggregator.add
+
+    def add(self, r, period, dso_names):  # noqa: ANN001
+        got.append(r.vaddr[r.where == IN_BLOCK].astype(np.uint64))
+        return orig(self, r, period, dso_names)
+
+    agg_samples.SampleAggregator.add = add
+    box: dict = {}
+    try:
+        yield box
+    finally:
+        agg_samples.SampleAggregator.add = orig
+        a, c = np.unique(np.concatenate(got) if got else np.zeros(0, np.uint64),
+                         return_counts=True)
+        box["ip"] = (a, c.astype(np.int64))
+
+
+def annotate_ip(path: str, binary: str):  # noqa: ANN201
+    """(result without inference, IP histogram) of an IP-only profile."""
+    with ip_histogram() as box:
+        res = annotate([path], binary, inference="off")
+    addr = getattr(res, "addresses", None)
+    if addr is not None and len(addr.ip_addr):
+        loc = locate(recover_cfg(load_binary(binary)), addr.ip_addr) >= 0
+        return res, (addr.ip_addr[loc], addr.ip_samples[loc])
+    return res, box["ip"]
+
+
+def cases(e2e_dirs: list[str]) -> list[dict]:
+    """The corpus IP profiles, then every ``ip*.perf.data`` of each bench_e2e program
+    directory (``baseline``, ``ip.perf.data``, ``lbr/exact-counts.json``, ``lbr/perf.data``:
+    the layout of bench/e2e's work directories)."""
     man = _json(os.path.join(CORPUS, "manifest.json"))
     bins = {b["name"]: os.path.join(CORPUS, b["path"]) for b in man["binaries"]}
     lbrs = {p["name"]: p for p in man["profiles"] if "lbr" in p.get("kinds", [])}
-    rows = []
+    out = []
     for ip in man.get("ip_profiles", []):
-        binary = bins[ip["binaries"][0]]
-        b = load_binary(binary)
-        cfg = recover_cfg(b)
-        exact = _json(os.path.join(CORPUS, ip["exact_counts"]))
-        bt, et = truth_of(exact, cfg)
-        res = annotate([os.path.join(CORPUS, ip["path"])], binary)
-        row = {"program": ip["name"], "samples_in_blocks": int(res.block_samples.sum())}
+        lbr = lbrs.get(ip["lbr_case"])
+        out.append({"name": ip["name"], "binary": bins[ip["binaries"][0]],
+                    "ip": os.path.join(CORPUS, ip["path"]),
+                    "exact": os.path.join(CORPUS, ip["exact_counts"]),
+                    "lbr": os.path.join(CORPUS, lbr["path"]) if lbr else None})
+    for d in e2e_dirs:
+        exact = os.path.join(d, "lbr", "exact-counts.json")
+        if not os.path.exists(exact):
+            print(f"{d}: no lbr/exact-counts.json, skipped", file=sys.stderr)
+            continue
+        lbr = os.path.join(d, "lbr", "perf.data")
+        for f in sorted(os.listdir(d)):
+            if f.startswith("ip") and f.endswith(".perf.data"):
+                name = os.path.basename(os.path.normpath(d)) + f[2:-len(".perf.data")]
+                out.append({"name": name, "binary": os.path.join(d, "baseline"),
+                            "ip": os.path.join(d, f), "exact": exact,
+                            "lbr": lbr if os.path.exists(lbr) else None})
+    return out
+
+
+def accuracy(models: list[str], solver: str, e2e_dirs: list[str] = ()) -> list[dict]:
+    rows = []
+    for case in cases(list(e2e_dirs)):
+        binary = case["binary"]
+        cfg = recover_cfg(load_binary(binary))
+        bt, et = truth_of(_json(case["exact"]), cfg)
+        res, ip = annotate_ip(case["ip"], binary)
+        row = {"program": case["name"], "samples_in_blocks": int(res.block_samples.sum())}
         w, _ = block_weights(res.block_samples, cfg, "insn")
         row["naive"] = (weighted_error(w, bt), weighted_error(naive_edges(w, cfg), et))
         for model in models:
-            inf = infer_counts(cfg, res.block_samples, solver=solver, model=model)
+            inf = infer_counts(cfg, res.block_samples, solver=solver, model=model, ip=ip)
             row[f"inferred/{model}"] = (
                 weighted_error(inf.block_count, bt),
                 weighted_error(edges_dict(inf.edge_from, inf.edge_to, inf.edge_count), et))
-            if model == models[0]:
-                row["quality"] = inf.quality.to_json()
-        lbr = lbrs.get(ip["lbr_case"])
-        if lbr is not None:
-            lres = annotate([os.path.join(CORPUS, lbr["path"])], binary)
+            row.setdefault("quality", {})[model] = inf.quality.to_json()
+        if case["lbr"] is not None:
+            lres = annotate([case["lbr"]], binary)
             same = lres.edge_kind >= 0
             row["lbr"] = (weighted_error(lres.block_count, bt),
                           weighted_error(edges_dict(lres.edge_from[same], lres.edge_to[same],
@@ -171,10 +234,11 @@ def print_accuracy(rows: list[dict]) -> None:
         cells = " ".join(f"{100 * r[c][0]:8.1f}% / {100 * r[c][1]:6.1f}%" for c in cols)
         print(f"{r['program']:28s} {r['samples_in_blocks']:8d} {cells}")
     for r in rows:
-        q = r.get("quality", {})
-        print(f"  {r['program']}: reachable share {q.get('reachable_share')}, imbalance "
-              f"{q.get('imbalance_before')} -> {q.get('imbalance_after')}, solver "
-              f"{q.get('solver')}")
+        for model, q in r.get("quality", {}).items():
+            print(f"  {r['program']} ({model}): reachable share {q.get('reachable_share')}, "
+                  f"imbalance {q.get('imbalance_before')} -> {q.get('imbalance_after')}, "
+                  f"solver {q.get('solver')}" +
+                  (f", samples {q['skid']}" if "skid" in q else ""))
 
 
 # ----------------------------------------------------------------------------- speed
@@ -186,7 +250,7 @@ def speed(workdir: str, solvers: list[str]) -> None:
     exe = ba.build_program(workdir, 20000)
     data = ba.record_ip(workdir, exe, 500_000)  # the profile bench_annotate.py times
     t0 = time.perf_counter()
-    res = annotate([data], exe)
+    res, ip = annotate_ip(data, exe)
     t1 = time.perf_counter()
     b = load_binary(exe)
     cfg = recover_cfg(b)
@@ -194,14 +258,15 @@ def speed(workdir: str, solvers: list[str]) -> None:
     print(f"annotate {t1 - t0:.2f} s; CFG recovery of {b.block_map.num_functions} functions "
           f"{t2 - t1:.2f} s")
     for s in solvers:
-        times = []
-        for _ in range(3):
-            t = time.perf_counter()
-            inf = infer_counts(cfg, res.block_samples, solver=s)
-            times.append(time.perf_counter() - t)
-        q = inf.quality
-        print(f"inference, solver {s:8s}: {q.functions} functions, {q.blocks} blocks: "
-              f"{min(times):.2f} s (best of 3, max {max(times):.2f})")
+        for model in ("insn", "skid"):
+            times = []
+            for _ in range(3):
+                t = time.perf_counter()
+                inf = infer_counts(cfg, res.block_samples, solver=s, model=model, ip=ip)
+                times.append(time.perf_counter() - t)
+            q = inf.quality
+            print(f"inference, solver {s:8s} model {model}: {q.functions} functions, "
+                  f"{q.blocks} blocks: {min(times):.2f} s (best of 3, max {max(times):.2f})")
 
 
 def main() -> None:
@@ -209,10 +274,16 @@ def main() -> None:
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--workdir", default="/tmp/bbmap-bench-annotate")
     ap.add_argument("--solver", default="auto")
-    ap.add_argument("--models", default=",".join(SAMPLE_MODELS))
+    ap.add_argument("--models", default="insn,skid",
+                    help="sample models (bbmap/inference/weights.py): insn,bytes,block,skid")
+    ap.add_argument("--e2e", action="append", default=None, metavar="DIR",
+                    help="a bench_e2e program directory (baseline, ip*.perf.data, "
+                         "lbr/exact-counts.json); default: " + E2E_DEFAULT)
     ap.add_argument("--solvers", default="ortools,scipy,builtin")
     args = ap.parse_args()
-    print_accuracy(accuracy(args.models.split(","), args.solver))
+    e2e = args.e2e if args.e2e is not None else \
+        [E2E_DEFAULT] if os.path.isdir(E2E_DEFAULT) else []
+    print_accuracy(accuracy(args.models.split(","), args.solver, e2e))
     if args.speed:
         speed(args.workdir, args.solvers.split(","))
 

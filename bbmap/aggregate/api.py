@@ -491,7 +491,11 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
         res.warnings.append(Diagnostic(f"inference: {e}; counts not inferred",
                                        severity="warning"))
         return res
-    inf = infer_counts(cfg, res.block_samples, solver=solver)
+    # the per-address IP histogram (issue 14's address aggregates) lets the skid model
+    # undo where the interrupt put each sample (spec/inference.md)
+    addr = getattr(res, "addresses", None)
+    ip = (addr.ip_addr, addr.ip_samples) if addr is not None and len(addr.ip_addr) else None
+    inf = infer_counts(cfg, res.block_samples, solver=solver, ip=ip)
     res.block_count = inf.block_count
     cf, ct, cc = _inferred_calls(cfg, inf.block_count)
     res.edge_from = np.concatenate([inf.edge_from, cf])

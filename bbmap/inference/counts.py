@@ -1,13 +1,10 @@
 """From per-block IP samples and a recovered CFG to inferred block and edge counts.
 
-How a block's samples relate to its executions: a timer interrupt (``cpu-clock``) lands on
-the instruction that is running, so a block executed ``E`` times collects samples in
-proportion to ``E`` times the time one execution takes.  With no cycle counts, the time of
-an execution is estimated from the disassembly: ``SAMPLE_MODEL`` ``"insn"`` takes it as the
-block's instruction count (the default: measured best against exact valgrind counts on the
-corpus, spec/inference.md, "Samples and executions").  So the observed weight of block
-``b`` is ``WEIGHT_SCALE * samples_b / n_insn_b`` and counts come out in those units:
-relative executions, comparable across the blocks and edges of one profile, not absolute.
+How samples become observed block weights (relative executions, comparable across the
+blocks and edges of one profile, not absolute) is :mod:`bbmap.inference.weights`: the
+``skid`` model when the per-address IP histogram is given, ``insn`` (samples per
+instruction) from per-block counts otherwise; measured against exact valgrind counts in
+spec/inference.md, "Samples and executions".
 
 The network (:mod:`bbmap.inference.flow`) covers every function with at least one sample
 in a block; its entry is the first block, EH landing pads are side entries, and flow
@@ -24,11 +21,20 @@ import numpy as np
 
 from bbmap.cfg import CFG, S_FALLTHROUGH
 from bbmap.inference.flow import FlowProblem, infer
+from bbmap.inference.weights import (
+    SAMPLE_MODEL,
+    SAMPLE_MODELS,
+    SKID_MODEL,
+    WEIGHT_SCALE,
+    Skid,
+    block_weights,
+    skid_weights,
+    unique_starts,
+)
 from bbmap.model import MD_IS_EH_PAD
 
-WEIGHT_SCALE = 1000  # weight units per (sample / instruction)
-SAMPLE_MODELS = ("insn", "bytes", "block")  # per-execution cost: instructions, bytes, 1
-SAMPLE_MODEL = "insn"
+__all__ = ["SAMPLE_MODEL", "SAMPLE_MODELS", "SKID_MODEL", "WEIGHT_SCALE", "Inferred",
+           "Quality", "block_weights", "infer_counts"]
 
 
 @dataclass
@@ -44,6 +50,8 @@ class Quality:
     adjustment: float = 0.0  # sum |inferred - observed| / sum observed (weight units)
     solver: str = ""
     seconds: float = 0.0
+    sample_model: str = SAMPLE_MODEL
+    skid: Skid | None = None  # where the skid model put the samples (model "skid")
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -57,7 +65,8 @@ class Quality:
                 "imbalance_before": round(self.imbalance_before, 6),
                 "imbalance_after": round(self.imbalance_after, 6),
                 "adjustment": round(self.adjustment, 6), "solver": self.solver,
-                "weight_scale": WEIGHT_SCALE, "sample_model": SAMPLE_MODEL}
+                "weight_scale": WEIGHT_SCALE, "sample_model": self.sample_model,
+                **({"skid": self.skid.to_json()} if self.skid is not None else {})}
 
 
 @dataclass
@@ -70,24 +79,6 @@ class Inferred:
     edge_fallthrough: np.ndarray  # bool
     edge_count: np.ndarray  # i8
     quality: Quality
-
-
-def block_weights(samples: np.ndarray, cfg: CFG, model: str = SAMPLE_MODEL
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """(weight, known) per block: samples per unit of per-execution cost, scaled."""
-    m = cfg.block_map
-    if model == "insn":
-        cost = cfg.n_insn.astype(np.float64)
-    elif model == "bytes":
-        cost = m.block_size.astype(np.float64)
-    elif model == "block":
-        cost = (cfg.n_insn > 0).astype(np.float64)
-    else:
-        raise ValueError(f"unknown sample model {model!r} ({', '.join(SAMPLE_MODELS)})")
-    known = cfg.n_insn > 0
-    w = np.zeros(len(cost), np.int64)
-    w[known] = np.rint(WEIGHT_SCALE * samples[known] / cost[known]).astype(np.int64)
-    return w, known
 
 
 def _propagate(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -104,12 +95,15 @@ def _propagate(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray
 
 
 def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
-                 model: str = SAMPLE_MODEL, functions: np.ndarray | None = None,
+                 model: str | None = None, functions: np.ndarray | None = None,
                  edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-                 weights: tuple[np.ndarray, np.ndarray] | None = None) -> Inferred:
+                 weights: tuple[np.ndarray, np.ndarray] | None = None,
+                 ip: tuple[np.ndarray, np.ndarray] | None = None) -> Inferred:
     """Infer counts for every block-map function with samples in its blocks (or the
-    ``functions`` given).  ``edge_counts`` (from, to, count; global blocks) adds observed
-    edge weights, e.g. sparse LBR, in the same weight units."""
+    ``functions`` given).  ``ip`` is the IP histogram (ELF vaddrs, samples at each) of the
+    same samples: with it the default sample model is ``skid`` (weights.py), without it
+    ``insn``.  ``edge_counts`` (from, to, count; global blocks) adds observed edge
+    weights, e.g. sparse LBR, in the same weight units."""
     t0 = time.perf_counter()
     m = cfg.block_map
     B = m.num_blocks
@@ -120,6 +114,12 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
             np.zeros(0)
         functions = np.flatnonzero(fs > 0)
     q = Quality(functions=len(functions))
+    if model is None:
+        model = SKID_MODEL if ip is not None else SAMPLE_MODEL
+    if model == SKID_MODEL and (ip is None or not unique_starts(cfg)):
+        q.notes.append("skid model needs the IP histogram of an executable; used 'insn'")
+        model = SAMPLE_MODEL
+    q.sample_model = model if weights is None else "given"
     empty = Inferred(np.zeros(B, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
                      np.zeros(0, bool), np.zeros(0, np.int64), q)
     if not len(functions) or not B:
@@ -136,7 +136,13 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     comp_of_func = np.cumsum(sel) - 1
     comp = comp_of_func[bfunc[blocks]]
 
-    w_all, known_all = weights if weights is not None else block_weights(samples, cfg, model)
+    if weights is not None:
+        w_all, known_all = weights
+    elif model == SKID_MODEL:
+        assert ip is not None
+        w_all, known_all, q.skid = skid_weights(cfg, ip[0], ip[1])
+    else:
+        w_all, known_all = block_weights(samples, cfg, model)
     w, known = w_all[blocks], known_all[blocks]
     first = np.zeros(len(blocks), bool)
     first[0] = True
