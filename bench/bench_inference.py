@@ -22,7 +22,6 @@ each solver, one network for all functions vs one solver call per function.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -133,42 +132,13 @@ def _json(path: str) -> dict:
         return json.load(fh)
 
 
-@contextlib.contextmanager
-def ip_histogram():
-    """Collect the IP histogram (ELF vaddrs of the samples in blocks) while annotating.
-
-    Issue 14's address aggregates put it on the result (``res.addresses``); until those
-    are on every branch this hook on the sample aggregator collects the same thing."""
-    from bbmap.aggregate import samples as agg_samples
-    from bbmap.buckets import IN_BLOCK
-
-    got: list[np.ndarray] = []
-    orig = agg_samples.SampleAggregator.add
-
-    def add(self, r, period, dso_names):  # noqa: ANN001
-        got.append(r.vaddr[r.where == IN_BLOCK].astype(np.uint64))
-        return orig(self, r, period, dso_names)
-
-    agg_samples.SampleAggregator.add = add
-    box: dict = {}
-    try:
-        yield box
-    finally:
-        agg_samples.SampleAggregator.add = orig
-        a, c = np.unique(np.concatenate(got) if got else np.zeros(0, np.uint64),
-                         return_counts=True)
-        box["ip"] = (a, c.astype(np.int64))
-
-
 def annotate_ip(path: str, binary: str):  # noqa: ANN201
-    """(result without inference, IP histogram) of an IP-only profile."""
-    with ip_histogram() as box:
-        res = annotate([path], binary, inference="off")
-    addr = getattr(res, "addresses", None)
-    if addr is not None and len(addr.ip_addr):
-        loc = locate(recover_cfg(load_binary(binary)), addr.ip_addr) >= 0
-        return res, (addr.ip_addr[loc], addr.ip_samples[loc])
-    return res, box["ip"]
+    """(result without inference, IP histogram of the samples in blocks) of a profile:
+    the histogram is annotate's address aggregates (``res.addresses``, ELF vaddrs)."""
+    res = annotate([path], binary, inference="off", addresses=True)
+    addr = res.addresses
+    loc = locate(recover_cfg(load_binary(binary)), addr.ip_addr) >= 0
+    return res, (addr.ip_addr[loc], addr.ip_samples[loc])
 
 
 def cases(e2e_dirs: list[str]) -> list[dict]:

@@ -132,3 +132,10 @@ def test_skid_model_against_exact_counts(ip, bench):
     got, base = errors(skid), errors(insn)
     assert got[0] < 0.5 * base[0] and got[1] < 0.5 * base[1], (got, base)
     assert got[0] < 0.25 and got[1] < 0.30, got
+    # annotate's own inference takes the same path (it asks for the IP histogram)
+    from bbmap.aggregate import annotate
+
+    full = annotate([str(CORPUS / ip["path"])], binary)
+    assert full.count_source == "inferred" and full.inference["sample_model"] == "skid"
+    assert full.inference["skid"] == s.to_json()
+    assert (full.block_count == skid.block_count).all()

@@ -221,12 +221,19 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
     Profiles are listed in one canonical order (path, size, sha256), whatever the order
     they were given in.
     """
+    paths = expand_inputs(perf_paths)
+    if not addresses and inference != "off":
+        # inference's skid model reads the IP histogram (spec/inference.md); aggregate
+        # files do not carry it (yet), so they go without (the insn model)
+        from bbmap.aggregate import store
+
+        addresses = not any(p == "-" or store.is_aggregate(p) for p in paths)
     session = Session(binary, name_override=name_override, pid=pid, demangle=demangle,
                       debug_dirs=debug_dirs, drop_duplicate_newest=drop_duplicate_newest,
                       chunk_samples=chunk_samples, cluster_stats=cluster_stats,
                       keep_going=keep_going, addresses=addresses,
                       address_only=address_only)
-    session.add_all(expand_inputs(perf_paths), progress=progress)
+    session.add_all(paths, progress=progress)
     return session.result(inference=inference, solver=solver)
 
 
