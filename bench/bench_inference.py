@@ -142,9 +142,9 @@ def annotate_ip(path: str, binary: str):  # noqa: ANN201
 
 
 def cases(e2e_dirs: list[str]) -> list[dict]:
-    """The corpus IP profiles, then every ``ip*.perf.data`` of each bench_e2e program
-    directory (``baseline``, ``ip.perf.data``, ``lbr/exact-counts.json``, ``lbr/perf.data``:
-    the layout of bench/e2e's work directories)."""
+    """The corpus IP profiles, the plain profiles of LBR cases' inputs, then every
+    ``ip*.perf.data`` of each bench_e2e program directory (``baseline``, ``ip.perf.data``,
+    ``lbr/exact-counts.json``, ``lbr/perf.data``: bench/e2e's work directory layout)."""
     man = _json(os.path.join(CORPUS, "manifest.json"))
     bins = {b["name"]: os.path.join(CORPUS, b["path"]) for b in man["binaries"]}
     lbrs = {p["name"]: p for p in man["profiles"] if "lbr" in p.get("kinds", [])}
@@ -155,6 +155,20 @@ def cases(e2e_dirs: list[str]) -> list[dict]:
                     "ip": os.path.join(CORPUS, ip["path"]),
                     "exact": os.path.join(CORPUS, ip["exact_counts"]),
                     "lbr": os.path.join(CORPUS, lbr["path"]) if lbr else None})
+    # plain cpu-clock profiles of a longer run of an LBR case's input (pgoflip: 200,000
+    # and 130,000 iterations against the traced 100 and 60): the same per-iteration paths
+    by_name = {p["name"]: p for p in man["profiles"]}
+    for p in man["profiles"]:
+        if "plain" not in p.get("kinds", []) or not p["name"].endswith("-plain"):
+            continue
+        stem, _, inp = p["name"][:-len("-plain")].rpartition("-")
+        lbr = by_name.get(f"{stem}-lbr-{inp}")
+        if lbr is None or "exact_counts" not in lbr or stem not in bins:
+            continue
+        out.append({"name": p["name"], "binary": bins[stem],
+                    "ip": os.path.join(CORPUS, p["path"]),
+                    "exact": os.path.join(CORPUS, lbr["exact_counts"]),
+                    "lbr": os.path.join(CORPUS, lbr["path"])})
     for d in e2e_dirs:
         exact = os.path.join(d, "lbr", "exact-counts.json")
         if not os.path.exists(exact):

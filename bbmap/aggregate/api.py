@@ -227,7 +227,7 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
         # files do not carry it (yet), so they go without (the insn model)
         from bbmap.aggregate import store
 
-        addresses = not any(p == "-" or store.is_aggregate(p) for p in paths)
+        addresses = not any(store.is_aggregate(p) for p in paths)
     session = Session(binary, name_override=name_override, pid=pid, demangle=demangle,
                       debug_dirs=debug_dirs, drop_duplicate_newest=drop_duplicate_newest,
                       chunk_samples=chunk_samples, cluster_stats=cluster_stats,

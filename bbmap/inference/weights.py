@@ -22,14 +22,13 @@ exact valgrind counts in spec/inference.md ("Samples and executions"):
     samples went to a successor);
   - samples on the second instruction belong to the first.  When that instruction is a
     cheap register operation (no memory operand, no multiply/divide: ``_cheap``), time
-    spent there is the front end refilling after the branch into the block (a
+    spent there is mostly the front end refilling after the branch into the block (a
     mispredicted loop exit put 1,399 samples on one ``movsxd``, 300x its block's share),
-    not the cost of one execution: those samples are set aside (``Skid.refill``) and the
-    instruction is not counted either.
+    not the cost of one execution: those samples (``Skid.refill``) count
+    ``REFILL_WEIGHT`` each.
 
-  A block left with no unit (one instruction, or two with a cheap first) has no
-  observation (``known`` false) and the flow fills it.  Every sample in a block is used
-  or in exactly one of the buckets of :class:`Skid`.
+  A block left with no unit (one instruction) has no observation (``known`` false) and
+  the flow fills it.  Every sample in a block is in exactly one bucket of :class:`Skid`.
 """
 
 from __future__ import annotations
@@ -45,6 +44,12 @@ WEIGHT_SCALE = 1000  # weight units per (sample / unit of per-execution cost)
 SAMPLE_MODELS = ("insn", "bytes", "block", "skid")
 SAMPLE_MODEL = "insn"  # without the IP histogram
 SKID_MODEL = "skid"  # with it
+# a front-end refill sample counts for this many ordinary ones: a mispredicted branch
+# costs ~15-20 cycles against ~1-2 per instruction, so a refill stands for ~1/10 of an
+# execution's share.  Measured (spec/inference.md): 0 (dropping the refill) 9.9-20.0%
+# corpus block error and 90.5% on pgoflip-train; 0.05, 0.1, 0.2: the corpus 11.0-13.2%,
+# 10.4-14.4%, 9.5-21.0%, pgoflip-train 83.0%, 81.5%, 76.1%, zstd unchanged within 1.5
+REFILL_WEIGHT = 0.1
 
 # mnemonics of register operations that take more than a cycle or two (so time spent
 # on them is their own, not the front end's): multiplies, divides, square roots, and
@@ -59,7 +64,8 @@ class Skid:
 
     used: int = 0  # samples that became block weights
     first: int = 0  # on a block's first instruction: the predecessor's, not credited
-    refill: int = 0  # on the instruction after a cheap first one: front-end refill
+    refill: int = 0  # on the instruction after a cheap first one: front-end refill,
+    # counted REFILL_WEIGHT each
     no_unit: int = 0  # in blocks left without a unit (e.g. undecodable bytes)
 
     def to_json(self) -> dict:
@@ -144,9 +150,9 @@ def skid_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
     for blk in np.flatnonzero((second > 0) & (cfg.first_kind == OTHER)).tolist():
         cheap[blk] = _cheap(cfg.first_insn_text(blk))
     cheap &= cfg.n_insn >= 2
-    units = np.maximum(cfg.n_insn.astype(np.float64) - 1 - cheap, 0)
+    units = np.maximum(cfg.n_insn.astype(np.float64) - 1, 0)
     used = rest + np.where(cheap, 0, second)
     known = units > 0
     skid = Skid(used=int(used[known].sum()), first=int(first.sum()),
                 refill=int(second[cheap].sum()), no_unit=int(used[~known].sum()))
-    return _scaled(used, units, known), known, skid
+    return _scaled(used + REFILL_WEIGHT * np.where(cheap, second, 0), units, known), known, skid
