@@ -223,8 +223,9 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
     """
     paths = expand_inputs(perf_paths)
     if not addresses and inference != "off":
-        # inference's skid model reads the IP histogram (spec/inference.md); aggregate
-        # files do not carry it (yet), so they go without (the insn model)
+        # inference's skid model reads the IP histogram (spec/inference.md); with an
+        # aggregate file among the inputs it is not asked for (an aggregate made without
+        # it would be refused), and inference uses the insn model
         from bbmap.aggregate import store
 
         addresses = not any(store.is_aggregate(p) for p in paths)
