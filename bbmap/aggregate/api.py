@@ -17,6 +17,7 @@ import numpy as np
 from bbmap.aggregate.accounting import Accounting
 from bbmap.aggregate.addresses import AddressAggregator
 from bbmap.aggregate.explain import Evidence, diagnose
+from bbmap.aggregate.fit import DOES_NOT_FIT, MISMATCH_THRESHOLD, FitCollector, judge_fit
 from bbmap.aggregate.functions import FunctionTable
 from bbmap.aggregate.lbr import BlockGeometry, BranchAggregator
 from bbmap.aggregate.resolve import Resolver
@@ -59,6 +60,8 @@ class Annotator:
                                          addresses=self.addresses)
         self.branches.address_only = address_only
         self.no_block_funcs = np.zeros(self.functions.num_keys, np.int64)
+        self.fit = FitCollector()  # does the profile fit the binary (fit.py)
+        self.branches.fit = self.fit
 
     def add_batch(self, batch: SampleBatch, resolver: Resolver) -> None:
         if self.address_only:  # BOLT's formats only: no block counts (spec/bolt.md)
@@ -72,6 +75,7 @@ class Annotator:
             self.samples.add(r, batch.period, resolver.dso_names)
             if self.addresses is not None:
                 self.addresses.add_ips(r, batch.event)
+            self.fit.add_ips(r)
             nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
             if len(nb):
                 k = self.functions.key_at(r.vaddr[nb], r.func[nb])
@@ -110,6 +114,7 @@ class Annotator:
         if self.addresses is not None and other.addresses is not None:
             self.addresses.merge(other.addresses)
         self.no_block_funcs += other.no_block_funcs
+        self.fit.merge(other.fit)
 
     def hot_no_block(self, n: int = 5) -> list[tuple[str, int]]:
         top = np.argsort(-self.no_block_funcs, kind="stable")[:n]
@@ -202,7 +207,8 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
              chunk_samples: int = 65536, progress: ProgressFn | None = None,
              inference: str = "auto", solver: str = "auto",
              cluster_stats: bool = False, keep_going: bool = False,
-             addresses: bool = False, address_only: bool = False) -> AnnotateResult:
+             addresses: bool = False, address_only: bool = False,
+             force: bool = False) -> AnnotateResult:
     """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged;
     aggregate files of ``bbmap.aggregate.store`` are added as they are) onto the blocks of
     ``binary``.  Raises :class:`BBMapError` for unreadable inputs (unless ``keep_going``:
@@ -219,7 +225,10 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
     ``address_only`` fills only those (no block counts, accounting or diagnosis: the
     fast path of ``--format fdata``).
     Profiles are listed in one canonical order (path, size, sha256), whatever the order
-    they were given in.
+    they were given in.  A profile that does not fit the binary (``bbmap.aggregate.fit``:
+    sampled IPs off instruction starts, branch sources that are not branches, jump
+    targets mid-block, past the stated threshold) is refused -- ``result.status`` is
+    ``"refused"`` with the evidence as an error -- unless ``force``.
     """
     paths = expand_inputs(perf_paths)
     if not addresses and inference != "off":
@@ -235,7 +244,7 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
                       keep_going=keep_going, addresses=addresses,
                       address_only=address_only)
     session.add_all(paths, progress=progress)
-    return session.result(inference=inference, solver=solver)
+    return session.result(inference=inference, solver=solver, force=force)
 
 
 class Session:
@@ -410,7 +419,8 @@ class Session:
 
         return store.from_annotator(self.ann, self.records, **self._meta())
 
-    def result(self, *, inference: str = "auto", solver: str = "auto") -> AnnotateResult:
+    def result(self, *, inference: str = "auto", solver: str = "auto",
+               force: bool = False) -> AnnotateResult:
         """The annotate result: diagnosis, warnings and inferred counts made from the raw
         counts and the per-profile evidence in canonical order."""
         from bbmap.aggregate.identity import ProfiledFile, resolve
@@ -438,8 +448,32 @@ class Session:
                          profiles=[r.info for r in records], evidence=evidence,
                          warnings=warnings)
         res.go_build_id = self.b.go.build_id if self.b.go is not None else None
+        check_fit(res, self.b, ann.fit, force=force)
         apply_inference(res, self.b, inference, solver=solver)
         return res
+
+
+def check_fit(res: AnnotateResult, binary, fit: FitCollector, *,  # noqa: ANN001
+              force: bool = False) -> None:
+    """Judge whether the profile fits the binary; refuse the result when it does not
+    (``status = "refused"``, the evidence as the first error) unless ``force`` (then the
+    evidence is a warning)."""
+    if res.status == "nothing_mapped":
+        return
+    rep = judge_fit(binary, fit)
+    res.fit = rep.to_json()
+    if not rep.mismatch:
+        return
+    msg = (f"{DOES_NOT_FIT} {os.path.basename(res.binary)}: {rep.evidence()}; "
+           f"over {100 * MISMATCH_THRESHOLD:.0f}% means these are another program's "
+           "addresses (the wrong binary, or a rebuilt one)")
+    if force:
+        res.warnings.insert(0, Diagnostic(msg + "; kept because of --force",
+                                          file=res.binary))
+        return
+    res.status = "refused"
+    res.warnings.insert(0, Diagnostic(msg + "; refused (--force to keep the result)",
+                                      file=res.binary, severity="error"))
 
 
 def _evidence_json(ev: Evidence) -> dict:

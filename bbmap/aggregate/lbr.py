@@ -148,6 +148,7 @@ class BranchAggregator:
         self._edge_counts = np.zeros(0, np.int64)
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self._pending_n = 0
+        self.fit = None  # a bbmap.aggregate.fit.FitCollector, set by the Annotator
 
     # ---------------------------------------------------------------- batch
     def add(self, br_ptr: np.ndarray, br_from: np.ndarray, br_to: np.ndarray,
@@ -206,6 +207,8 @@ class BranchAggregator:
             return
         rf = resolver.resolve(src, epid, eseq, None, "from", etime)
         rt = resolver.resolve(dst, epid, eseq, None, "to", etime)
+        if self.fit is not None:  # the first branches: evidence that the binary fits
+            self.fit.add_branches(rf, rt)
         names = resolver.dso_names
         if self.addresses is not None:
             self.addresses.add_stacks(src, dst, flg, ksample, rf, rt)

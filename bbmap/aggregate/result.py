@@ -76,7 +76,7 @@ class AnnotateResult:
     edge_count: np.ndarray
     has_lbr: bool
     warnings: list[Diagnostic] = field(default_factory=list)
-    status: str = "ok"  # "ok" | "partial" | "nothing_mapped"
+    status: str = "ok"  # "ok" | "partial" | "nothing_mapped" | "refused" (does not fit)
     block_start: np.ndarray | None = None  # u8 absolute block addresses
     cluster: ClusterMoments | None = None  # per-stack moments (annotate(cluster_stats=True))
     # instruction-address traces and the IP histogram (BOLT's formats; spec/bolt.md)
@@ -86,6 +86,7 @@ class AnnotateResult:
     # (min-cost flow over the recovered CFG from IP samples, spec/inference.md) or "none"
     count_source: str = "none"
     go_build_id: str | None = None  # a Go binary's .note.go.buildid (bbmap.binary.go)
+    fit: dict | None = None  # does the profile fit the binary (aggregate/fit.py)
     inference: dict | None = None  # the inference quality report when count_source is
     # "inferred" (or why inference did not run)
 
@@ -99,7 +100,7 @@ class AnnotateResult:
     def failed(self) -> bool:
         """True when the output would be wrong, incomplete or empty (the CLI exits 1):
         nothing mapped, or an input had an error (a damaged profile or block map)."""
-        return self.status == "nothing_mapped" or any(d.severity == "error"
+        return self.status in ("nothing_mapped", "refused") or any(d.severity == "error"
                                                       for d in self.warnings)
 
     def block_flags(self, b: int) -> list[str]:
@@ -226,6 +227,7 @@ class AnnotateResult:
             "totals": self.accounting.to_json(),
             "count_source": self.count_source,
             **({"inference": self.inference} if self.inference is not None else {}),
+            **({"fit": self.fit} if self.fit and self.fit.get("mismatch") else {}),
         }
 
     def to_json(self, top: int | None = None) -> dict:

@@ -67,7 +67,8 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int
             progress.close()
     text = _render(result, fmt, top, int(cluster_version), output is None,
                    debug_dirs=kwargs["debug_dirs"])
-    write_output(text, output, keep_existing=result.status == "nothing_mapped")
+    if result.status != "refused":  # does not fit the binary: nothing written (the evidence
+        write_output(text, output, keep_existing=result.status == "nothing_mapped")  # below)
     exit_if_failed(result)
 
 

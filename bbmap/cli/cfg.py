@@ -59,6 +59,8 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
     else:
         from bbmap.outputs.svg import render_svg
         text = render_svg(result, keys, top=top, heat=heat, range_labels=labels)
+    if result.status == "refused":  # does not fit the binary: nothing written
+        exit_if_failed(result)
     if result.status != "nothing_mapped" or keep_previous(output):
         write_atomic(output, text)
     exit_if_failed(result)

@@ -78,6 +78,8 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     result = annotate(perf_paths, binary, **annotate_kwargs(**profile))
     mode = "layout-only" if layout_only else "split-only" if split_only else "split"
     plan = plan_layout(result, params=params, mode=mode, function_order=function_order)
+    if result.status == "refused":  # does not fit the binary: nothing written
+        exit_if_failed(result)
     nothing = result.status == "nothing_mapped"  # keep the last good profiles
     if cc_profile and (not nothing or keep_previous(cc_profile)):
         write_atomic(cc_profile, render_cc_profile(plan, version=int(cluster_version),

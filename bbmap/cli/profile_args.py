@@ -34,6 +34,10 @@ _OPTIONS = (
                  show_default=True,
                  help="min-cost flow solver: auto = OR-Tools if installed "
                       "(pip install 'bbmap[inference]'), else the built-in one"),
+    click.option("--force", is_flag=True,
+                 help="keep a result whose addresses do not fit the binary's instructions "
+                      "(sampled IPs off instruction starts, branch sources that are not "
+                      "branches, jump targets mid-block: over 30%% is refused)"),
 )
 
 
@@ -54,16 +58,16 @@ def profile_options_besides_debug_dir(fn: Callable[..., Any]) -> Callable[..., A
 
 def annotate_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
                     debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
-                    inference_solver: str = "auto") -> dict[str, Any]:
+                    inference_solver: str = "auto", force: bool = False) -> dict[str, Any]:
     """The options as ``bbmap.annotate`` keyword arguments."""
     return {"name_override": name, "pid": pid, "demangle": not no_demangle,
             "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr],
-            "inference": inference, "solver": inference_solver}
+            "inference": inference, "solver": inference_solver, "force": force}
 
 
 def session_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
                    debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
-                   inference_solver: str = "auto") -> dict[str, Any]:
+                   inference_solver: str = "auto", force: bool = False) -> dict[str, Any]:
     """The options that change raw counts, as ``bbmap.aggregate.api.Session`` keyword
     arguments (inference is derived: made when a result is, not stored in aggregates)."""
     return {"name_override": name, "pid": pid, "demangle": not no_demangle,
@@ -108,6 +112,11 @@ def exit_if_failed(result: Any) -> None:
     """After the output is written: exit 1 with the reasons when it would be wrong or empty
     (an ``AnnotateResult`` whose ``failed`` is set)."""
     if not result.failed:
+        from bbmap.aggregate.fit import DOES_NOT_FIT
+
+        for d in result.warnings:  # kept by --force: still said, whatever -o
+            if d.message.startswith(DOES_NOT_FIT):
+                click.echo(f"bbmap: warning: {d}", err=True)
         return
     from bbmap.aggregate.profile import DAMAGED
 

@@ -1,0 +1,86 @@
+"""Every subcommand on seeded mutants of corpus files: never an internal error.
+
+The CI-sized slice of ``bench/hostile_mutants.py`` (which runs thousands, each in its own
+process, with peak memory): mutants from ``tests/mutate.random_mutant`` (bit flips,
+truncation, size/offset fields set to 0 or huge, zeroed runs) of an ELF binary and a
+perf.data file, through dump, lookup, verify, annotate, cfg, layout and perf-info in-process.
+Each run must end with an exit code from the README's table, no traceback, no ``internal
+error`` and no library words in its error lines, within ``TIME_LIMIT`` seconds.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+
+import pytest
+from click.testing import CliRunner
+from helpers import PIE_BINARY, PIE_PROFILE, have_corpus
+from mutate import random_mutant, read_bytes
+
+from bbmap.cli import main
+
+SEED = 18
+MUTANTS = 150  # per kind, 7 commands each: ~25 s; fewer found none of the old faults
+TIME_LIMIT = 60  # seconds per run (a hang)
+EXIT_CODES = {0, 1, 2, 3, 141}
+LEAK = re.compile(r"Error in path|ssize_t|C long|Python int|elftools|ELFParseError|"
+                  r"StreamError|ArrayError|struct\.error|NoneType|object has no attribute|"
+                  r"OverflowError|ValueError|IndexError|KeyError|TypeError")
+
+
+class Hang(BaseException):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def _commands(kind: str, m: str, out: str) -> list[list[str]]:
+    if kind == "elf":
+        return [["dump", m], ["dump", m, "--format", "json"], ["lookup", m, "1210"],
+                ["verify", m], ["annotate", PIE_PROFILE, m, "--name", "layout.pie"],
+                ["cfg", PIE_PROFILE, m, "--name", "layout.pie", "-o", out + ".svg"],
+                ["layout", PIE_PROFILE, m, "--name", "layout.pie"]]
+    return [["perf-info", m], ["perf-info", m, "--json"], ["annotate", m, PIE_BINARY],
+            ["annotate", m, PIE_BINARY, "--format", "json"],
+            ["cfg", m, PIE_BINARY, "-o", out + ".svg"], ["layout", m, PIE_BINARY],
+            ["lookup", PIE_BINARY, "0x1210", "--perf-data", m]]
+
+
+@have_corpus
+@pytest.mark.parametrize("kind", ["elf", "perf"])
+def test_every_subcommand_survives_mutants(tmp_path, kind):
+    rng = random.Random(f"{SEED}-{kind}")
+    seed = read_bytes(PIE_BINARY if kind == "elf" else PIE_PROFILE)
+    bad = []
+    old = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for i in range(MUTANTS):
+            data, desc = random_mutant(bytes(seed), kind, rng)
+            m = tmp_path / f"m{i}"
+            m.write_bytes(data)
+            for args in _commands(kind, str(m), str(tmp_path / f"o{i}")):
+                signal.alarm(TIME_LIMIT)
+                try:
+                    r = CliRunner().invoke(main, args)
+                except Hang:
+                    bad.append(f"hang: {args[0]} ({desc})")
+                    continue
+                finally:
+                    signal.alarm(0)
+                out = r.output
+                errors = [ln for ln in out.splitlines() if ln.startswith("bbmap: error")]
+                if r.exception is not None and not isinstance(r.exception, SystemExit):
+                    bad.append(f"exception {type(r.exception).__name__}: {args[0]} ({desc})")
+                elif "internal error" in out or "Traceback" in out:
+                    bad.append(f"internal error: {args[0]} ({desc}): {out[-200:]}")
+                elif r.exit_code not in EXIT_CODES:
+                    bad.append(f"exit {r.exit_code}: {args[0]} ({desc})")
+                elif any(LEAK.search(ln) for ln in errors):
+                    bad.append(f"library words: {args[0]} ({desc}): {errors}")
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    assert not bad, "\n".join(bad)
