@@ -73,7 +73,7 @@ LBR_PROF = next(iter(sorted((REPO / "corpus" / "lbr").glob("**/*.data"))), None)
 def commands(kind: str, m: str, out: str) -> list[list[str]]:
     """Every subcommand that reads a file of ``kind``, on mutant ``m``."""
     if kind == "elf":
-        return [["dump", m], ["dump", m, "--format", "json"], ["lookup", m, "0x1740", "--explain"],
+        return [["dump", m], ["dump", m, "--json"], ["lookup", m, "0x1740", "--explain"],
                 ["verify", m], ["annotate", str(PARTNER_PROF), m, "--name", "layout.pie"],
                 ["cfg", str(PARTNER_PROF), m, "--name", "layout.pie", "-o", out + ".svg"],
                 ["layout", str(PARTNER_PROF), m, "--name", "layout.pie", "-o", out + ".txt"]]

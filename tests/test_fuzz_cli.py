@@ -40,7 +40,7 @@ def _alarm(signum, frame):
 
 def _commands(kind: str, m: str, out: str) -> list[list[str]]:
     if kind == "elf":
-        return [["dump", m], ["dump", m, "--format", "json"], ["lookup", m, "1210"],
+        return [["dump", m], ["dump", m, "--json"], ["lookup", m, "1210"],
                 ["verify", m], ["annotate", PIE_PROFILE, m, "--name", "layout.pie"],
                 ["cfg", PIE_PROFILE, m, "--name", "layout.pie", "-o", out + ".svg"],
                 ["layout", PIE_PROFILE, m, "--name", "layout.pie"]]

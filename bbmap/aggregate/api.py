@@ -30,7 +30,9 @@ from bbmap.model import BlockMap
 from bbmap.perf.records import SampleBatch
 
 MAX_BRANCH_SLICE = 1 << 18  # LBR entries resolved at once
-ProgressFn = Callable[[str, int], None]  # (current file, samples read so far in all files)
+ProgressFn = Callable[[str, int], None]  # (current file, samples read so far in all files);
+# one with ``takes_fraction = True`` is called (file, samples, fraction of the current file
+# read: 0..1, None for a pipe), for a percentage and time left
 
 
 class Annotator:
@@ -208,7 +210,7 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
              inference: str = "auto", solver: str = "auto",
              cluster_stats: bool = False, keep_going: bool = False,
              addresses: bool = False, address_only: bool = False,
-             force: bool = False) -> AnnotateResult:
+             force: bool = False, event: str | None = None) -> AnnotateResult:
     """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged;
     aggregate files of ``bbmap.aggregate.store`` are added as they are) onto the blocks of
     ``binary``.  Raises :class:`BBMapError` for unreadable inputs (unless ``keep_going``:
@@ -242,7 +244,7 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
                       debug_dirs=debug_dirs, drop_duplicate_newest=drop_duplicate_newest,
                       chunk_samples=chunk_samples, cluster_stats=cluster_stats,
                       keep_going=keep_going, addresses=addresses,
-                      address_only=address_only)
+                      address_only=address_only, event=event)
     session.add_all(paths, progress=progress)
     return session.result(inference=inference, solver=solver, force=force)
 
@@ -262,7 +264,8 @@ class Session:
                  debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
                  chunk_samples: int = 65536, cluster_stats: bool = False,
                  keep_going: bool = False, hash_profiles: bool = False,
-                 addresses: bool = False, address_only: bool = False) -> None:
+                 addresses: bool = False, address_only: bool = False,
+                 event: str | None = None) -> None:
         from bbmap.binary import load_binary
         from bbmap.index import BlockIndex
 
@@ -270,6 +273,7 @@ class Session:
                         "duplicate_lbr": drop_duplicate_newest}
         self.debug_dirs = tuple(debug_dirs)
         self.chunk_samples = chunk_samples
+        self.event = event  # --event NAME: only that event's samples (profile.EventPicker)
         self.keep_going = keep_going
         self.hash_profiles = hash_profiles  # size + sha256 of each profile (aggregates)
         self.records: list = []  # bbmap.aggregate.store.ProfileRecord
@@ -301,6 +305,7 @@ class Session:
         s = Session.__new__(Session)
         s.options, s.debug_dirs = self.options, self.debug_dirs
         s.chunk_samples, s.keep_going = self.chunk_samples, self.keep_going
+        s.event = self.event
         s.hash_profiles = self.hash_profiles
         s.records = []
         s.binary_path, s.b, s.index = self.binary_path, self.b, self.index
@@ -319,10 +324,17 @@ class Session:
     # ------------------------------------------------------------------ inputs
     def add_all(self, paths: Sequence[str], progress: ProgressFn | None = None) -> None:
         done = 0
+        wants = getattr(progress, "takes_fraction", False)
         for path in paths:
-            def prog(n: int, _path: str = path, _done: int = done) -> None:
-                if progress is not None:
+            def prog(n: int, frac: float | None = None, _path: str = path,
+                     _done: int = done) -> None:
+                if progress is None:
+                    return
+                if wants:
+                    progress(_path, _done + n, frac)  # type: ignore[call-arg]
+                else:
                     progress(_path, _done + n)
+            prog.takes_fraction = wants  # type: ignore[attr-defined]
             done += self.add(path, progress=prog)
 
     def add(self, path: str, progress: Callable[[int], None] | None = None) -> int:
@@ -370,7 +382,8 @@ class Session:
         try:
             info = read_profile(path, self.b, self.index, sub, ev, warnings,
                                 name_override=self.options["name"], pid=self.options["pid"],
-                                chunk_samples=self.chunk_samples, progress=progress)
+                                chunk_samples=self.chunk_samples, progress=progress,
+                                event=self.event)
         except BBMapError as e:
             if not self.keep_going:
                 raise

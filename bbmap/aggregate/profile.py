@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+import numpy as np
+
 from bbmap.aggregate.explain import Evidence
 from bbmap.aggregate.identity import ProfiledFile
 from bbmap.aggregate.resolve import IndexResolver
@@ -47,20 +49,29 @@ DAMAGED = "the profile is damaged or truncated:"  # said first: it explains what
 def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN001
                  warnings: list[Diagnostic], *, name_override: str | None = None,
                  pid: int | None = None, chunk_samples: int = 65536,
-                 progress: Callable[[int], None] | None = None) -> ProfileInfo:
-    """Stream ``path`` into ``ann``; add evidence and diagnostics; describe the profile."""
+                 progress: Callable[[int], None] | None = None,
+                 event: str | None = None) -> ProfileInfo:
+    """Stream ``path`` into ``ann``; add evidence and diagnostics; describe the profile.
+    ``event``: count only the samples of that event (by name, with or without perf's
+    modifiers: ``cpu-clock`` or ``cpu-clock:u``); the others are left out, and said so."""
     from bbmap.perf import PerfData
 
     perf = PerfData(path)
     sub = ann.fresh()
+    picker = EventPicker(event, path) if event else None
+    if picker is not None and perf.mode == "file":
+        picker.check(perf)  # the attrs are known: fail before reading (a pipe: at the end)
     pm, side, reread, samples, branches = _pass(perf, binary, index, sub, None, name_override,
-                                                pid, chunk_samples, progress)
+                                                pid, chunk_samples, progress, picker)
     if reread:
         # side records arrived (in file order) after samples they precede in time: perf
         # writes per-CPU buffers in rounds.  Aggregate again with the complete mappings.
         sub = ann.fresh()
+        if picker is not None:
+            picker.left_out = 0
         pm, _, _, samples, branches = _pass(PerfData(path), binary, index, sub, pm,
-                                            name_override, pid, chunk_samples, progress)
+                                            name_override, pid, chunk_samples, progress,
+                                            picker)
     if sub.addresses is not None:
         sub.addresses.name_events([a.name for a in perf.attrs])
     ann.merge(sub)
@@ -89,7 +100,13 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
         warnings.append(Diagnostic(f"the kernel lost {perf.lost} events and "
                                    f"{perf.lost_samples} samples while recording",
                                    file=path))
-    if len(perf.attrs) > 1:
+    if picker is not None:
+        picker.check(perf)
+        if picker.left_out:
+            warnings.append(Diagnostic(
+                f"--event {event}: counted {samples} samples of {picker.matched(perf)}; "
+                f"left out {picker.left_out} samples of the other events", file=path))
+    elif len(perf.attrs) > 1:
         warnings.append(Diagnostic(
             f"{len(perf.attrs)} events ({', '.join(a.name for a in perf.attrs)}) are counted "
             "together; record one event to keep their counts apart", file=path))
@@ -116,8 +133,42 @@ def _profiled_files(pm, side: list, evidence: Evidence) -> None:  # noqa: ANN001
         evidence.profiled.append(ProfiledFile(n, ev.build_ids_seen.get(n), inodes.get(n)))
 
 
+class EventPicker:
+    """``--event NAME``: which attrs of a profile are that event (by name; perf names
+    events ``cpu-clock:pppH``, ``cycles:u``: the part before ``:`` matches too)."""
+
+    def __init__(self, name: str, path: str) -> None:
+        self.name, self.path = name, path
+        self.left_out = 0
+
+    def indexes(self, perf) -> np.ndarray:  # noqa: ANN001 - a PerfData
+        names = [a.name for a in perf.attrs]
+        exact = [i for i, n in enumerate(names) if n == self.name]
+        loose = [i for i, n in enumerate(names) if n.split(":")[0] == self.name.split(":")[0]]
+        return np.array(exact or loose, np.int64)
+
+    def matched(self, perf) -> str:  # noqa: ANN001
+        return ", ".join(perf.attrs[i].name for i in self.indexes(perf).tolist())
+
+    def keep(self, perf, batch: SampleBatch) -> SampleBatch:  # noqa: ANN001
+        mask = np.isin(batch.event.astype(np.int64), self.indexes(perf))
+        n = int(len(batch) - mask.sum())
+        if not n:
+            return batch
+        self.left_out += n
+        return batch.select(mask)
+
+    def check(self, perf) -> None:  # noqa: ANN001
+        if not len(self.indexes(perf)):
+            from bbmap.errors import UsageError
+
+            raise UsageError(f"--event {self.name}: the profile has no such event (it has "
+                             f"{', '.join(a.name for a in perf.attrs) or 'none'})",
+                             file=self.path)
+
+
 def _pass(perf, binary, index, ann, final, name_override, pid, chunk_samples,  # noqa: ANN001
-          progress):  # noqa: ANN001, ANN202
+          progress, picker=None):  # noqa: ANN001, ANN202
     """One streaming pass.  Without ``final`` mappings they are (re)built from the side
     records seen so far whenever new ones arrived; sample batches are held back up to
     HOLD_BACK samples (or branch entries) so the churn of records at process start is
@@ -146,13 +197,18 @@ def _pass(perf, binary, index, ann, final, name_override, pid, chunk_samples,  #
             state["built_at"] = len(side)
             state["resolver"] = IndexResolver(MappingsSpace(state["pm"]), index, nmap)
         for b in pending:
+            if picker is not None:
+                b = picker.keep(perf, b)
             ann.add_batch(b, state["resolver"])
             state["samples"] += len(b)
             state["branches"] += len(b.br_from)
             state["seen"] = max(state["seen"], int(b.time.max()))
         pending.clear()
         if progress is not None:
-            progress(state["samples"])
+            if getattr(progress, "takes_fraction", False):
+                progress(state["samples"], perf.progress_fraction())
+            else:
+                progress(state["samples"])
 
     for item in perf.stream(chunk_samples):
         if isinstance(item, SideRecords):

@@ -37,7 +37,7 @@ from bbmap.binary.symbols import (
     read_symtab,
 )
 from bbmap.binary.types import FunctionSymbols, SectionInfo, Segment
-from bbmap.errors import BBMapError, Diagnostic, Diagnostics, library_words
+from bbmap.errors import BBMapError, Diagnostic, Diagnostics, UsageError, library_words
 from bbmap.formats.bbaddrmap import (
     BB_INFO_SECTION,
     SHT_LLVM_BB_ADDR_MAP,
@@ -57,6 +57,8 @@ from bbmap.formats.elf import (
     elf_dtype,
     elf_structs,
 )
+from bbmap.formats.perfdata import MAGIC as PERF_MAGIC
+from bbmap.formats.perfdata import MAGIC_SWAPPED as PERF_MAGIC_SWAPPED
 from bbmap.model import BlockMap, MapSource
 
 DEFAULT_DEBUG_DIRS = ("/usr/lib/debug",)
@@ -133,6 +135,12 @@ class Binary:
                 raise BBMapError("not an ELF file (too short)", file=self.path, offset=0)
             self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
             if self._mm[:4] != b"\x7fELF":
+                # the arguments in the wrong order, most likely
+                if self._mm[:8] in (PERF_MAGIC, PERF_MAGIC_SWAPPED):
+                    raise UsageError("this is a perf.data profile, not an ELF binary: give "
+                                     "the binary the profile was recorded from (the "
+                                     "profile goes after it: --perf-data, --profile, or "
+                                     "annotate PERF_DATA BINARY)", file=self.path, offset=0)
                 raise BBMapError("not an ELF file (bad magic)", file=self.path, offset=0)
             self.elf = ELFFile(self._mm)
             self._check_tables(size)

@@ -22,11 +22,12 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (
 
 @main.command("annotate")
 @click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="text report, JSON/CSV per-block data, Propeller cluster file, lld "
                    "symbol-ordering file, a mergeable Parquet aggregate (needs -o; "
                    "pip install 'bbmap[fleet]'), BOLT's fdata (as perf2bolt writes it) or "
-                   "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa)")
+                   "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa); default: from -o's "
+                   "extension (.json, .csv, .parquet, .fdata), else text")
 @output_option()
 @click.option("--top", type=click.IntRange(min=0), default=None,
               help="hottest functions to list (text default 20; json/csv default all; 0 = all)")
@@ -37,14 +38,23 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (
                    "and the exit code is 1")
 @profile_options
 @guarded
-def annotate_cmd(inputs: tuple[str, ...], fmt: str, output: str | None, top: int | None,
-                 cluster_version: str, keep_going: bool, **profile: Any) -> None:
+def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
+                 top: int | None, cluster_version: str, keep_going: bool,
+                 **profile: Any) -> None:
     """Map the samples of PERF_DATA (files or @listfiles, merged) to BINARY's basic blocks.
 
     Every sample and branch record lands in exactly one accounting bucket; when little or
     nothing maps, the report says why.  Exit 1 when nothing could be put in a block.
+
+    \b
+    Example:
+      perf record -e cpu-clock -o perf.data -- ./app
+      bbmap annotate perf.data ./app -o blocks.json   # JSON, from the extension
     """
     from bbmap.aggregate import annotate
+    from bbmap.cli.options import format_from_output
+
+    fmt = format_from_output(fmt, output, FORMATS, "text")
 
     perf_paths, binary = split_inputs(inputs, output, "bbmap annotate perf.data ./binary")
     progress = _progress_bar() if sys.stderr.isatty() else None
@@ -121,22 +131,40 @@ def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool, 
 
 
 class _progress_bar:  # noqa: N801 - used like a function
-    """A rich progress display on stderr: samples read so far, per file."""
+    """A rich progress display on stderr: samples read so far, per file; in file mode the
+    share of the file read and the time left (a pipe's length is unknown)."""
 
     def __init__(self) -> None:
         from rich.console import Console
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            SpinnerColumn,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._p = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                           TextColumn("{task.completed:,} samples"), TimeElapsedColumn(),
-                           console=Console(stderr=True), transient=True)
+                           BarColumn(), TaskProgressColumn(),
+                           TextColumn("{task.fields[samples]:,} samples"), TimeElapsedColumn(),
+                           TimeRemainingColumn(), console=Console(stderr=True), transient=True)
         self._task = None
+        self._path: str | None = None
 
-    def update(self, path: str, done: int) -> None:
+    def update(self, path: str, done: int, fraction: float | None = None) -> None:
         if self._task is None:
             self._p.start()
-            self._task = self._p.add_task(path, total=None)
-        self._p.update(self._task, completed=done, description=path)
+            self._task = self._p.add_task(path, total=None, samples=0)
+        if path != self._path:  # a new file: its own bar and time left
+            self._path = path
+            self._p.reset(self._task, total=None if fraction is None else 1000,
+                          description=path, samples=done)
+        self._p.update(self._task, description=path, samples=done,
+                       completed=0 if fraction is None else round(1000 * fraction))
+
+    update.takes_fraction = True  # type: ignore[attr-defined]  # (bbmap.aggregate.api)
 
     def close(self) -> None:
         if self._task is not None:

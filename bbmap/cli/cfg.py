@@ -43,6 +43,10 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
     SVG: without --function, an overview heat strip of the hottest functions followed by
     a picture of each; with --function, a picture of each named one.  DOT: one digraph
     per function.  Exit 1 when nothing could be put in a block.
+
+    \b
+    Example:
+      bbmap cfg perf.data ./app --function main -o main.svg
     """
     from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic

@@ -14,7 +14,8 @@ from bbmap.cli.options import debug_dir_option, output_option
 
 @main.command("dump")
 @click.argument("binary")
-@click.option("--json", "as_json", is_flag=True, help="JSON (shape: spec/dump-json.md).")
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON (shape: spec/dump-json.md); default with -o NAME.json")
 @click.option("--no-demangle", is_flag=True, help="Show raw (mangled) symbol names.")
 @output_option()
 @debug_dir_option()
@@ -23,7 +24,15 @@ from bbmap.cli.options import debug_dir_option, output_option
 @guarded
 def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
              debug_dirs: tuple[str, ...], decoder: str) -> None:
-    """Decode every basic-block address map in BINARY (map sections, .bb_info, labels)."""
+    """Decode every basic-block address map in BINARY (map sections, .bb_info, labels).
+
+    \b
+    Example:
+      bbmap dump ./app --json -o map.json
+    """
+    from bbmap.cli.options import json_from_output
+
+    as_json = json_from_output(as_json, output)
     from bbmap.binary import load_binary
     from bbmap.dump import iter_text, write_json, write_overlapped
 

@@ -41,7 +41,8 @@ from bbmap.errors import UsageError
 @click.option("--function-order", type=click.Choice(["c3", "cdsort", "hot"]), default="c3",
               show_default=True,
               help="call-chain clustering, LLVM's cache-directed sort, or hottest first")
-@click.option("--json", "as_json", is_flag=True, help="the report as JSON")
+@click.option("--json", "as_json", is_flag=True,
+              help="the report as JSON; default with -o NAME.json")
 @output_option()
 @profile_options
 @guarded
@@ -53,7 +54,15 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     @listfiles, merged): Ext-TSP block order, hot/cold splitting, call-chain function
     order.  Prints (or -o writes) the report: per function the Ext-TSP score before and
     after, hot and cold bytes, fall-throughs gained.  Exit 1 when nothing could be put in
-    a block."""
+    a block.
+
+    \b
+    Example:
+      bbmap layout perf.data ./app --cc-profile cc.txt --ld-profile ld.txt
+    """
+    from bbmap.cli.options import json_from_output
+
+    as_json = json_from_output(as_json, output)
     from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
     from bbmap.cli import refuse_output_over_input

@@ -33,7 +33,12 @@ from bbmap.cli.options import max_section_size_option
 def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str | None,
                pid: int | None, name: str | None, base: str | None, target: bool,
                explain: bool, as_json: bool) -> None:
-    """Map addresses of BINARY to function -> range -> basic block."""
+    """Map addresses of BINARY to function -> range -> basic block.
+
+    \b
+    Example:
+      bbmap lookup ./app 401210 --perf-data perf.data --vma   # hex, as perf script prints
+    """
     from bbmap.binary import load_binary
     from bbmap.errors import UsageError
     from bbmap.lookup import Lookuper, format_report, parse_address

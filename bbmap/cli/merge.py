@@ -18,7 +18,12 @@ def merge_cmd(aggregates: tuple[str, ...], output: str) -> None:
     """Merge aggregate files (or @listfiles of them) of one binary into one.  The result
     is byte-identical whatever the order and grouping of the inputs; aggregates of
     different binaries (build-ids) or profile options are refused (exit 2).  Exit 1 when
-    a source profile was unreadable or damaged (the file still holds everything else)."""
+    a source profile was unreadable or damaged (the file still holds everything else).
+
+    \b
+    Example:
+      bbmap merge day1.parquet day2.parquet -o week.parquet
+    """
     from bbmap.aggregate.api import expand_inputs
     from bbmap.aggregate.store import merge_files, write_aggregate
     from bbmap.cli.profile_args import exit_if_incomplete

@@ -59,6 +59,31 @@ def max_section_size_option() -> Decorator:
                              "at most 32x their compressed size (at least 16M, at most 1G)")
 
 
+# -o's extension picks the format when none is given (as cfg picks SVG or DOT)
+EXTENSION_FORMATS = {".json": "json", ".csv": "csv", ".parquet": "aggregate", ".fdata": "fdata",
+                     ".svg": "svg",
+                     ".dot": "dot", ".gv": "dot", ".txt": "text"}
+
+
+def format_from_output(fmt: str | None, output: str | None, choices: tuple[str, ...],
+                       default: str) -> str:
+    """``--format`` if given, else the one ``-o``'s extension names (among ``choices``),
+    else ``default``."""
+    if fmt is not None:
+        return fmt
+    if output:
+        ext = os.path.splitext(output)[1].lower()
+        picked = EXTENSION_FORMATS.get(ext)
+        if picked in choices:
+            return picked
+    return default
+
+
+def json_from_output(as_json: bool, output: str | None) -> bool:
+    """``--json`` if given, else whether ``-o`` ends in ``.json``."""
+    return as_json or bool(output and output.lower().endswith(".json"))
+
+
 def write_output(text: str, output: str | None, *, keep_existing: bool = False) -> None:
     """``text`` to ``-o`` (atomically), else to stdout: what every text-writing command does.
 

@@ -13,14 +13,22 @@ from bbmap.cli.options import output_option, write_output
 
 @main.command("perf-info")
 @click.argument("perf_data")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON document.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the JSON document; default with -o NAME.json")
 @output_option()
 @guarded
 def perf_info_cmd(perf_data: str, as_json: bool, output: str | None) -> None:
     """Header, events, features, build ids, mmaps, sample and record counts of PERF_DATA.
 
     Exits 1 when the file is damaged past a point (the counts cover what could be read).
+
+    \b
+    Example:
+      bbmap perf-info perf.data -o info.json
     """
+    from bbmap.cli.options import json_from_output
+
+    as_json = json_from_output(as_json, output)
     from bbmap.perf.info import format_text, perf_info
 
     refuse_output_over_input(output, [perf_data])

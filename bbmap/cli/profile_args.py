@@ -34,6 +34,9 @@ _OPTIONS = (
                  show_default=True,
                  help="min-cost flow solver: auto = OR-Tools if installed "
                       "(pip install 'bbmap[inference]'), else the built-in one"),
+    click.option("--event", "event", default=None, metavar="NAME",
+                 help="count only this event's samples (a profile of several events: "
+                      "cpu-clock, or with perf's modifiers cpu-clock:u); default: all, summed"),
     click.option("--force", is_flag=True,
                  help="keep a result whose addresses do not fit the binary's instructions "
                       "(sampled IPs off instruction starts, branch sources that are not "
@@ -58,20 +61,24 @@ def profile_options_besides_debug_dir(fn: Callable[..., Any]) -> Callable[..., A
 
 def annotate_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
                     debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
-                    inference_solver: str = "auto", force: bool = False) -> dict[str, Any]:
+                    inference_solver: str = "auto", force: bool = False,
+                    event: str | None = None) -> dict[str, Any]:
     """The options as ``bbmap.annotate`` keyword arguments."""
     return {"name_override": name, "pid": pid, "demangle": not no_demangle,
             "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr],
-            "inference": inference, "solver": inference_solver, "force": force}
+            "inference": inference, "solver": inference_solver, "force": force,
+            "event": event}
 
 
 def session_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
                    debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
-                   inference_solver: str = "auto", force: bool = False) -> dict[str, Any]:
+                   inference_solver: str = "auto", force: bool = False,
+                   event: str | None = None) -> dict[str, Any]:
     """The options that change raw counts, as ``bbmap.aggregate.api.Session`` keyword
     arguments (inference is derived: made when a result is, not stored in aggregates)."""
     return {"name_override": name, "pid": pid, "demangle": not no_demangle,
-            "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr]}
+            "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr],
+            "event": event}
 
 
 def exit_if_incomplete(agg: Any) -> None:

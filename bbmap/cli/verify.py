@@ -41,7 +41,8 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
 @click.argument("binaries", nargs=-1)
 @click.option("--check", "checks", multiple=True, metavar="NAME", callback=_known_checks,
               help="Run only this check (repeatable; see --list-checks).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON document for all binaries.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document for all binaries; default with -o NAME.json")
 @click.option("--coverage", "show_coverage", is_flag=True,
               help="Also print the byte coverage of each executable section.")
 @click.option("--max-findings", default=50, show_default=True,
@@ -81,7 +82,14 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
     Exit status: 0 when every selected check passes on every binary (with --profile: no
     belief is mismatched), 1 when a check fails (a belief is mismatched, or the profile
     cannot be judged), 2 for a usage error, 3 when a file cannot be read.
+
+    \b
+    Example:
+      bbmap verify ./app --debug-dir ./debug   # a stripped binary: give its debug file
     """
+    from bbmap.cli.options import json_from_output
+
+    as_json = json_from_output(as_json, output)
     from bbmap.verify.api import select_checks, verify
     from bbmap.verify.checks import CHECKS
 
@@ -111,12 +119,14 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
     names = select_checks(checks) if checks else None
     reports = []
     errors: list[tuple[str, str]] = []
+    refused = False
     for b in binaries:
         try:
             reports.append(verify(b, names, debug_dirs=debug_dirs))
         except BBMapError as e:  # one unreadable file does not hide the others' reports
             click.echo(f"bbmap: error: {e}", err=True)
             errors.append((b, str(e)))
+            refused |= isinstance(e, UsageError)  # a perf.data given as the binary
     ok = not errors and all(r.ok for r in reports)
     if as_json:
         text = json.dumps({"ok": ok, "reports": [r.to_json() for r in reports],
@@ -130,7 +140,8 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
                 parts.append(r.coverage.format())
         text = "\n".join(parts) + "\n" if parts else ""
     write_output(text, output)
-    sys.exit(EXIT_FAILED if errors else EXIT_OK if ok else EXIT_PROBLEMS)
+    sys.exit(EXIT_USAGE if refused else EXIT_FAILED if errors else EXIT_OK if ok
+             else EXIT_PROBLEMS)
 
 
 def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_json: bool,

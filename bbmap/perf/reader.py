@@ -127,6 +127,7 @@ class PerfData:
         # header records already applied (a second stream() must not add them again)
         self._header_seen: set[int | tuple[int, int]] = set()
         self._released = 0
+        self.position = 0  # byte offset the stream has decoded up to (progress)
         self.time_conv: dict | None = None  # from TIME_CONV
         self.id_index: dict[int, tuple[int, int, int]] = {}  # id -> (idx, cpu, tid)
         self.trust_end: int | None = None  # byte offset where a damaged stream stops
@@ -386,6 +387,7 @@ class PerfData:
         st = _Stream(chunk=max(1, int(chunk_samples)), branches=branches)
         self.lost = self.lost_samples = 0
         self._released = 0
+        self.position = 0
         yield from self._walk(st, self._mv, self._np, self._data_start, self._data_end, None)
         yield from self._flush_samples(st, self._np)
         if st.side:
@@ -416,6 +418,14 @@ class PerfData:
                                   f"({len(st.inflater.carry)} bytes dropped)", **w)
         # a second pass finds the same faults: report each once
         self.diagnostics.items = list(dict.fromkeys(self.diagnostics.items))
+
+    def progress_fraction(self) -> float | None:
+        """How far through the data section the stream is (0..1), file mode only (a pipe's
+        length is unknown; compressed records count where they start)."""
+        if self.mode != "file" or self._data_end <= self._data_start:
+            return None
+        done = self.position - self._data_start
+        return min(1.0, max(0.0, done / (self._data_end - self._data_start)))
 
     def samples(self, chunk_samples: int = 65536, *, branches: bool = True
                 ) -> Iterator[SampleBatch]:
@@ -532,6 +542,8 @@ class PerfData:
             elif typ in (fmt.REC_COMPRESSED, fmt.REC_COMPRESSED2):
                 st.seq = seq
                 yield from self._flush_samples(st, npbuf, origin, decode_only=True)
+                if origin is None:
+                    self.position = off
                 yield from self._compressed(st, typ, mv, off, size)
                 seq = st.seq
                 if origin is None and off - self._released >= _RELEASE_STEP:
@@ -611,6 +623,8 @@ class PerfData:
             else:
                 offs = np.concatenate([r[0] for r in st.runs])
                 seqs = np.concatenate([r[1] for r in st.runs])
+            if origin is None and len(offs):
+                self.position = max(self.position, int(offs[-1]))  # progress (file mode)
             part = self._decode_part(st, npbuf, offs, seqs, origin)
             st.offs.clear()
             st.seqs.clear()

@@ -43,6 +43,7 @@ class VerifyReport:
     stats: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # check -> why it could not run
     notes: list[str] = field(default_factory=list)  # what was not checked, and why
+    stripped: str | None = None  # the binary has no symbol table: what to pass instead
 
     explicit: bool = False  # the caller named the checks: one that cannot run is a failure
 
@@ -77,6 +78,8 @@ class VerifyReport:
         else:
             head += f", {len(self.failed_checks)} failed)"
         lines = [head]
+        if self.stripped:
+            lines.append(f"  stripped: {self.stripped}")
         for name, found in self.by_check().items():
             if not found:
                 continue
@@ -96,9 +99,32 @@ class VerifyReport:
             "path": self.path, "ok": self.ok, "checks": self.checks, "explicit": self.explicit,
             "failed_checks": self.failed_checks, "stats": self.stats,
             "skipped": self.skipped, "notes": self.notes,
+            **({"stripped": self.stripped} if self.stripped else {}),
             "findings": [f.to_json() for f in self.findings],
             "coverage": self.coverage.to_json() if self.coverage is not None else None,
         }
+
+
+def stripped_note(binary: Any) -> str | None:
+    """What to say when ``binary`` has no ``.symtab`` and no debug file was found for it:
+    every function-symbol finding follows from that, and ``--debug-dir`` fixes it."""
+    from bbmap.formats.elf import SHT_SYMTAB
+
+    if any(s.sh_type == SHT_SYMTAB for s in getattr(binary, "sections", [])):
+        return None
+    try:
+        found = binary.debug_file() is not None
+    except BBMapError:
+        found = False
+    if found:
+        return None
+    bid = getattr(binary, "build_id", None)
+    where = (f" (looked up by build-id {bid} as .build-id/{bid[:2]}/{bid[2:]}.debug)"
+             if bid else " (it has no build-id, so name the debug file's directory)")
+    return (f"{os.path.basename(str(binary.path))} is stripped: no .symtab and no debug "
+            f"file found{where}; function checks need its symbols: pass --debug-dir DIR "
+            "holding its debug file (objcopy --only-keep-debug), or verify the unstripped "
+            "build")
 
 
 def verify(path: str | os.PathLike, checks: Iterable[str] | None = None, *,
@@ -137,6 +163,7 @@ def verify(path: str | os.PathLike, checks: Iterable[str] | None = None, *,
         except BBMapError as e:
             report.skipped["coverage"] = str(e)
     report.notes.extend(ctx.notes)
+    report.stripped = stripped_note(binary)
     code = ctx.__dict__.get("code")  # only if an instruction check decoded it
     if code is not None:
         report.stats["instructions"] = len(code.start)
