@@ -65,24 +65,45 @@ SEEDS = {  # (kind, path) -> the partner file a command needs
              PROF / "c22-addrmap-pie-buildid-mmap" / "perf.data"],
 }
 PARTNER_BIN = C22 / "addrmap" / "layout.pie"
+AGG_SEED = Path(os.environ.get("BBMAP_MUTANT_WORK", "/tmp")) / "bbmap-mutants-seed.parquet"
+FLEET_EVERY = 10
 PARTNER_PROF = PROF / "c22-addrmap-pie-plain" / "perf.data"
 LBR_PROF = next(iter(sorted((REPO / "corpus" / "lbr").glob("**/*.data"))), None) \
     if (REPO / "corpus" / "lbr").is_dir() else None
 
 
-def commands(kind: str, m: str, out: str) -> list[list[str]]:
-    """Every subcommand that reads a file of ``kind``, on mutant ``m``."""
+def commands(kind: str, m: str, out: str, i: int = 0) -> list[list[str]]:
+    """Every subcommand that reads a file of ``kind``, on mutant ``m`` (fleet, which starts
+    a Dask cluster per run, on one mutant in ``FLEET_EVERY``)."""
+    if kind == "agg":
+        return [["merge", m, str(AGG_SEED), "-o", out + ".parquet"],
+                ["annotate", m, str(PARTNER_BIN)],
+                ["annotate", m, str(PARTNER_BIN), "--format", "json"]]
     if kind == "elf":
         return [["dump", m], ["dump", m, "--json"], ["lookup", m, "0x1740", "--explain"],
                 ["verify", m], ["annotate", str(PARTNER_PROF), m, "--name", "layout.pie"],
                 ["cfg", str(PARTNER_PROF), m, "--name", "layout.pie", "-o", out + ".svg"],
                 ["layout", str(PARTNER_PROF), m, "--name", "layout.pie", "-o", out + ".txt"]]
-    return [["perf-info", m], ["annotate", m, str(PARTNER_BIN)],
+    fleet = [["fleet", m, str(PARTNER_BIN), "--local-workers", "1", "--no-progress",
+              "-o", out + ".parquet"]] if i % FLEET_EVERY == 0 else []
+    return fleet + [["perf-info", m], ["annotate", m, str(PARTNER_BIN)],
             ["annotate", m, str(PARTNER_BIN), "--format", "json", "-o", out + ".json"],
             ["cfg", m, str(PARTNER_BIN), "-o", out + ".svg"],
             ["layout", m, str(PARTNER_BIN), "-o", out + ".txt"],
             ["verify", str(PARTNER_BIN), "--profile", m],
             ["lookup", str(PARTNER_BIN), "0x1740", "--perf-data", m]]
+
+
+def _make_aggregate() -> bool:
+    """A Parquet aggregate of a corpus profile, the seed of the ``agg`` mutants (merge,
+    and aggregates given where perf.data goes); False without pyarrow."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    r = run_forked(["annotate", str(PARTNER_PROF), str(PARTNER_BIN), "--format", "aggregate",
+                    "-o", str(AGG_SEED)], 120, tempfile.gettempdir())
+    return r["code"] == 0 and AGG_SEED.exists()
 
 
 def run_forked(args: list[str], timeout: float, workdir: str) -> dict:
@@ -170,6 +191,8 @@ def main() -> int:
 
     rng = random.Random(a.seed)
     seeds = [(k, p) for k, ps in SEEDS.items() for p in ps if p.exists()]
+    if _make_aggregate():
+        seeds.append(("agg", AGG_SEED))
     blobs = {p: p.read_bytes() for _, p in seeds}
     outdir = Path(a.out) if a.out else None
     if outdir:
@@ -189,7 +212,7 @@ def main() -> int:
         data, desc = random_mutant(blobs[src], kind, rng)
         m = os.path.join(work, f"m{i}" + (".data" if kind == "perf" else ".elf"))
         Path(m).write_bytes(data)
-        cmds = commands(kind, m, os.path.join(work, f"o{i}"))
+        cmds = commands(kind, m, os.path.join(work, f"o{i}"), i // len(seeds))
         if a.per_mutant:
             cmds = rng.sample(cmds, min(a.per_mutant, len(cmds)))
         jobs.append((i, kind, src, desc, m, len(data), cmds))

@@ -42,7 +42,12 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
     one task per small batch, a tree reduction of the aggregates, the merged aggregate
     written to -o.  An unreadable or corrupt profile does not stop the run: it is named
     with its error in the aggregate's provenance (and on stderr) and the exit code is 1.
-    The result equals `bbmap annotate --keep-going` of the same profiles, byte for byte."""
+    The result equals `bbmap annotate --keep-going` of the same profiles, byte for byte.
+
+    \b
+    Example:
+      bbmap fleet 'profiles/*.data' ./app --local-workers 4 -o fleet.parquet
+    """
     from bbmap.cli import refuse_output_over_input
     from bbmap.cli.profile_args import exit_if_incomplete, session_kwargs
     from bbmap.errors import UsageError
