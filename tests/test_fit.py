@@ -23,7 +23,8 @@ LIST_LBR = str(CORPUS / "lbr" / "c22-list-pie-lbr" / "perf.data")
 @pytest.mark.parametrize("prof,binary", [(PIE_PROFILE, PIE_BINARY), (LBR, PIE_BINARY),
                                          (LIST_LBR, OTHER)])
 def test_the_profiled_binary_fits_exactly(prof, binary):
-    r = annotate(prof, binary, inference="off")
+    # --name: matched by name, so judged (a build-id match is proof enough, not judged)
+    r = annotate(prof, binary, inference="off", name_override="layout.pie")
     assert r.status == "ok" and r.fit["judged"] and not r.fit["mismatch"], r.fit
     for k in ("ip", "branch_sources", "branch_targets"):
         assert r.fit[k]["misses"] == 0, (k, r.fit[k])
@@ -73,6 +74,12 @@ def test_cfg_and_layout_refuse_too(tmp_path, cmd):
     code, text = cli(*args)
     assert code == 1 and "does not fit" in one_error_line(text), text
     assert not out.exists() and not (tmp_path / "cc.txt").exists()
+
+
+@have_corpus
+def test_a_build_id_match_is_not_judged():
+    r = annotate(PIE_PROFILE, PIE_BINARY, inference="off")
+    assert r.fit == {"judged": False, "why_not": "the profile recorded the binary's build-id"}
 
 
 def test_a_verdict_needs_evidence():

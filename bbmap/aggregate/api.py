@@ -461,17 +461,22 @@ class Session:
                          profiles=[r.info for r in records], evidence=evidence,
                          warnings=warnings)
         res.go_build_id = self.b.go.build_id if self.b.go is not None else None
-        check_fit(res, self.b, ann.fit, force=force)
+        check_fit(res, self.b, ann.fit, force=force, matched_by=evidence.matched_by)
         apply_inference(res, self.b, inference, solver=solver)
         return res
 
 
 def check_fit(res: AnnotateResult, binary, fit: FitCollector, *,  # noqa: ANN001
-              force: bool = False) -> None:
+              force: bool = False, matched_by: Iterable[str] = ()) -> None:
     """Judge whether the profile fits the binary; refuse the result when it does not
     (``status = "refused"``, the evidence as the first error) unless ``force`` (then the
-    evidence is a warning)."""
+    evidence is a warning).  Not judged when every profile found the binary by its
+    build-id (the identity is proven; and no disassembler is loaded)."""
     if res.status == "nothing_mapped":
+        return
+    how = set(matched_by)
+    if how == {"build-id"}:
+        res.fit = {"judged": False, "why_not": "the profile recorded the binary's build-id"}
         return
     rep = judge_fit(binary, fit)
     res.fit = rep.to_json()

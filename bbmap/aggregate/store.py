@@ -591,7 +591,22 @@ def from_table(table, path: str = "<aggregate>") -> Aggregate:  # noqa: ANN001
     try:
         return _from_table(table, meta)
     except (KeyError, ValueError, TypeError, IndexError) as e:
-        raise BBMapError(f"damaged aggregate: {type(e).__name__}: {e}", file=path) from None
+        raise BBMapError(f"damaged aggregate: {_damage(e)}", file=path) from None
+
+
+def _damage(e: Exception) -> str:
+    """What a decoding exception of ``_from_table`` means, in bbmap's words (not pyarrow's
+    ``KeyError: 'Field "block_id" does not exist in schema'`` or list.index's)."""
+    import re
+
+    from bbmap.errors import library_words
+
+    m = re.search(r'Field "([^"]+)"|\'([^\']+)\' is not in list', str(e))
+    if isinstance(e, KeyError) and not m and e.args:
+        return f"{e.args[0]!s} is missing"
+    if m:
+        return f"column or key {m.group(1) or m.group(2)} is missing or misnamed"
+    return library_words(e)
 
 
 def _from_table(table, meta: dict[str, str]) -> Aggregate:  # noqa: ANN001
