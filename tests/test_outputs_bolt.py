@@ -278,3 +278,21 @@ def test_reduce_by_key_equals_its_definition(rows) -> None:  # noqa: ANN001
         want[r[:3]] = want.get(r[:3], 0) + r[3]
     assert list(zip(a.tolist(), b.tolist(), c.tolist())) == sorted(want)
     assert s.tolist() == [want[key] for key in sorted(want)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 7, 2**63, 2**64 - 1]),
+                          st.sampled_from([1, 2**40, 2**64 - 1]),
+                          st.sampled_from([0, 2**64 - 1]), st.integers(1, 5)),
+                min_size=1, max_size=40))
+def test_reduce_by_key_wide_keys(rows) -> None:  # noqa: ANN001
+    """Spans too wide to pack: the lexsort path gives the definition too."""
+    from bbmap.aggregate.addresses import reduce_by_key
+
+    k = [np.array([r[i] for r in rows], np.uint64) for i in range(3)]
+    (a, b, c), (s,) = reduce_by_key(k, [np.array([r[3] for r in rows], np.int64)])
+    want: dict = {}
+    for r in rows:
+        want[r[:3]] = want.get(r[:3], 0) + r[3]
+    assert list(zip(a.tolist(), b.tolist(), c.tolist())) == sorted(want)
+    assert s.tolist() == [want[key] for key in sorted(want)]

@@ -61,15 +61,32 @@ class AddressAccountingError(AssertionError):
     """The address-level tallies do not add up: a bbmap bug, never bad input."""
 
 
+_U8_MAX = (1 << 64) - 1
+
+
 def reduce_by_key(keys: list[np.ndarray], values: list[np.ndarray]
                   ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Sum ``values`` over equal rows of ``keys`` (u8 columns); rows come back sorted by
-    the keys, first column most significant.  Two leading columns whose spans both fit in
-    32 bits are packed into one sort key (offsets from their minimums), one key fewer for
-    ``lexsort``."""
+    the keys, first column most significant.
+
+    When the columns' spans multiply to less than 2**64 (addresses of one binary: a few
+    MiB each), each row becomes one exact mixed-radix u8 key -- a column's all-ones
+    sentinel (``END_BRANCH_ONLY``) taking the digit after its largest value -- so one
+    ``argsort`` replaces ``lexsort`` and the keys come back from the sorted key alone.
+    Otherwise two leading columns whose spans fit in 32 bits share one ``lexsort`` key."""
     n = len(keys[0])
     if n == 0:
         return [k[:0] for k in keys], [v[:0] for v in values]
+    if len(keys) > 1:
+        got = _packed(keys)
+        if got is not None:
+            key, decode = got
+            order = np.argsort(key)
+            sk = key[order]
+            new = np.ones(n, bool)
+            new[1:] = sk[1:] != sk[:-1]
+            starts = np.flatnonzero(new)
+            return decode(sk[starts]), [np.add.reduceat(v[order], starts) for v in values]
     cols = list(keys)
     if len(cols) >= 2:
         lo0, lo1 = cols[0].min(), cols[1].min()
@@ -84,6 +101,46 @@ def reduce_by_key(keys: list[np.ndarray], values: list[np.ndarray]
     starts = np.flatnonzero(new)
     return ([k[starts] for k in sk],
             [np.add.reduceat(v[order], starts) for v in values])
+
+
+def _packed(keys: list[np.ndarray]):  # noqa: ANN202 - (key, decode) or None
+    """The mixed-radix key of :func:`reduce_by_key`, or None when it does not fit."""
+    digits = []  # (column, lo, radix, sentinel digit or None)
+    total = 1
+    for k in keys:
+        top = k == _U8(_U8_MAX)
+        has_top = bool(top.any())
+        rest = k[~top] if has_top else k
+        if len(rest):
+            lo, hi = int(rest.min()), int(rest.max())
+        else:
+            lo = hi = 0
+        radix = hi - lo + 1 + int(has_top)
+        total *= radix
+        if total >= 1 << 64:
+            return None
+        digits.append((k, top if has_top else None, lo, radix, hi - lo + 1))
+    key = np.zeros(len(keys[0]), np.uint64)
+    for k, top, lo, radix, sentinel in digits:
+        d = k - _U8(lo)
+        if top is not None:
+            d[top] = _U8(sentinel)
+        key *= _U8(radix)
+        key += d
+
+    def decode(packed: np.ndarray) -> list[np.ndarray]:
+        out = []
+        rest = packed.copy()
+        for _k, top, lo, radix, sentinel in reversed(digits):
+            d = rest % _U8(radix)
+            rest //= _U8(radix)
+            col = d + _U8(lo)
+            if top is not None:
+                col[d == _U8(sentinel)] = _U8(_U8_MAX)
+            out.append(col)
+        return out[::-1]
+
+    return key, decode
 
 
 def sorted_unique(x: np.ndarray) -> np.ndarray:
