@@ -296,3 +296,13 @@ def test_reduce_by_key_wide_keys(rows) -> None:  # noqa: ANN001
         want[r[:3]] = want.get(r[:3], 0) + r[3]
     assert list(zip(a.tolist(), b.tolist(), c.tolist())) == sorted(want)
     assert s.tolist() == [want[key] for key in sorted(want)]
+
+
+def test_profile_of_another_binary_is_an_error_naming_it(tmp_path) -> None:  # noqa: ANN001
+    demo = CORPUS / "profiles/demo-plain/perf.data"
+    other = CORPUS / "bin/clang-22/addrmap/layout.nopie"
+    if not (demo.exists() and other.exists()):
+        pytest.skip("corpus absent")
+    code, out = cli("annotate", "--format", "fdata", "-o", str(tmp_path / "x"), str(demo),
+                    str(other))
+    assert code == 1 and "lies in" in out and "layout.nopie" in out and "Traceback" not in out

@@ -147,9 +147,9 @@ class Annotator:
             if not int(addresses.ip_samples.sum()) and not int(addresses.trace_count.sum()):
                 res.status = "nothing_mapped"
                 res.warnings.insert(0, Diagnostic(
-                    f"no sample and no branch of the {addresses.samples} samples is in the "
-                    "binary (run `bbmap annotate` without --format fdata/bolt-preagg for the "
-                    "reasons)", severity="warning"))
+                    f"no sample IP and no branch address of the {addresses.samples} samples "
+                    f"lies in {binary}: the BOLT profile is empty (`bbmap annotate` with the "
+                    "text format says why nothing maps)", severity="error"))
             return res
         if evidence is not None:
             evidence.hot_no_block = self.hot_no_block()
