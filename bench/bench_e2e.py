@@ -213,7 +213,8 @@ def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argpars
                  unconditional_jumps=cg.uncond_in_binary,
                  taken_cross_function=cg.taken_cross_function,
                  taken_branches_all_objects=cg.taken_total,
-                 pages_99=cg.page_footprint(), **measure.text_size(b))
+                 pages_99=cg.page_footprint(), cold_share=measure.cold_share(cg, b),
+                 **measure.text_size(b))
         res["builds"][row] = m
 
     # wall time, interleaved
@@ -326,8 +327,8 @@ def markdown(res: dict[str, Any]) -> str:
     """The table of one program as Markdown (spec/e2e.md's "Latest figures")."""
     b, ch = res["builds"], res["summary"]["change"]
     out = ["| build | instructions | I1 miss 32K | I1 miss 16K | taken br | pages99 | "
-           "wall ms (med ±sd) | task-clock ms (med ±rsd) | text KiB |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "in .cold | wall ms (med ±sd) | task-clock ms (med ±rsd) | text KiB |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for row in ROWS:
         if row not in b:
             continue
@@ -342,7 +343,8 @@ def markdown(res: dict[str, Any]) -> str:
                 + ("" if row == "baseline" else f" ({c['time']:+.1%})")) if tc else "-"
         out.append(f"| {LABELS[row]} | {m['instructions']:,} | {cell('i1_misses_32k')} | "
                    f"{cell('i1_misses_16k')} | {cell('taken_branches')} | "
-                   f"{cell('pages_99')} | {wall} | {task} | {m['text_bytes'] / 1024:.0f} |")
+                   f"{cell('pages_99')} | {m.get('cold_share', 0):.2%} | {wall} | {task} | "
+                   f"{m['text_bytes'] / 1024:.0f} |")
     return "\n".join(out)
 
 

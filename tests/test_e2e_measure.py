@@ -66,6 +66,44 @@ def test_parse_handmade(tmp_path):
     assert cg.taken_total == 10  # libc's jump too
 
 
+ORPHAN = """# callgrind format
+version: 1
+positions: instr line
+events: Ir
+ob=(1) {prog}
+fn=(1) f
+{hot:#x} 0 3
+jump=2 {cold:#x} 0
+* 0
+ob=(2) ???
+fn=(2) f.cold.0
+{cold_rt:#x} 0 4
+jump=2 {back_rt:#x} 0
+* 0
+ob=(3) /usr/libexec/valgrind/vgpreload_core-amd64-linux.so
+fn=(3) x
+{cold_rt:#x} 0 5
+"""
+
+
+def test_code_valgrind_cannot_place_is_the_binarys(tmp_path):
+    """Valgrind's debug info covers a binary's ``.text`` only: BOLT's ``.text.cold`` runs
+    under ``ob=???`` at run-time addresses.  Code there that falls in the binary's
+    executable sections at valgrind's PIE base is the binary's, at its link address."""
+    prog = corpus_binary("c22-addrmap-pie")
+    (lo, data), *_ = measure.executable_bytes(prog)
+    hot, cold = lo + 16, lo + len(data) - 32
+    base = measure.VALGRIND_PIE_BASE
+    f = tmp_path / "callgrind.out"
+    f.write_text(ORPHAN.format(prog=prog, hot=hot, cold=cold, cold_rt=cold + base,
+                               back_rt=hot + base))
+    cg = measure.parse_callgrind(f, prog, decode_calls=False)
+    assert cg.per_addr == {hot: 3, cold: 4}
+    assert cg.instructions_in_binary == 7 and cg.instructions == 12
+    assert cg.jumps == {(hot, cold): 2, (cold, hot): 2}
+    assert cg.taken_in_binary == 4
+
+
 def test_page_footprint():
     cg = measure.CallgrindCounts(per_addr={0x1000: 90, 0x2000: 9, 0x3000: 1, 0x1004: 0})
     assert cg.page_footprint(0.99) == 2

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import capstone
+from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 # Cache geometries (size, associativity, line), the issue's: a 32 KiB 8-way I1 with 64 B lines
@@ -119,6 +120,19 @@ def parse_callgrind(path: Path, binary: Path, *, decode_calls: bool = True
     names: dict[str, str] = {}
     out = CallgrindCounts()
     in_bin = False
+    # Code valgrind could not tie to an object (``ob=???``, run-time addresses) is the
+    # binary's when it falls in one of its executable sections at the load bias: BOLT's
+    # ``.text.cold`` (valgrind's debug info covers the ``.text`` section only)
+    try:
+        bias = _load_bias(binary)
+        spans = [(lo, lo + len(d)) for lo, d in executable_bytes(binary)]
+    except (OSError, ELFError):  # not an ELF file (hand-made tests): no orphan code
+        bias, spans = None, []
+    orphan = False
+
+    def own(a: int) -> int | None:
+        a -= bias
+        return a if any(lo <= a < hi for lo, hi in spans) else None
     addr = line = 0
     pending: tuple[str, int, int] | None = None  # (kind, count, target) awaiting its source
     call: tuple[int, int] | None = None  # (count, target) of the last calls= line
@@ -131,11 +145,18 @@ def parse_callgrind(path: Path, binary: Path, *, decode_calls: bool = True
                 addr = _sub(tok[0], addr)
                 if len(tok) > 1:
                     line = _sub(tok[1], line)
+                if orphan:  # positions stay run-time addresses; counted ones are translated
+                    mine = own(addr)
+                    in_bin, site = mine is not None, (mine if mine is not None else addr)
+                else:
+                    site = addr
                 if pending is not None:
                     kind, n, target = pending
                     pending = None
                     if in_bin:
-                        out.jumps[(addr, target)] = out.jumps.get((addr, target), 0) + n
+                        if orphan:
+                            target = own(target) if own(target) is not None else target
+                        out.jumps[(site, target)] = out.jumps.get((site, target), 0) + n
                         out.taken_in_binary += n
                         if kind == "jcnd":
                             out.taken_cond_in_binary += n
@@ -145,14 +166,14 @@ def parse_callgrind(path: Path, binary: Path, *, decode_calls: bool = True
                 if skip_cost:  # the call site, with the inclusive cost of the call
                     skip_cost = False
                     if in_bin and call is not None:
-                        out.calls[(addr, call[1])] = out.calls.get((addr, call[1]), 0) + call[0]
+                        out.calls[(site, call[1])] = out.calls.get((site, call[1]), 0) + call[0]
                     continue
                 if len(tok) > 2:
                     n = int(tok[2])
                     out.instructions += n
                     if in_bin:
                         out.instructions_in_binary += n
-                        out.per_addr[addr] = out.per_addr.get(addr, 0) + n
+                        out.per_addr[site] = out.per_addr.get(site, 0) + n
                 continue
             if raw.startswith(("ob=", "cob=")):  # one name space for both
                 is_ob = raw[0] == "o"
@@ -164,6 +185,7 @@ def parse_callgrind(path: Path, binary: Path, *, decode_calls: bool = True
                     v = names.get(m.group(1), "")
                 if is_ob:
                     in_bin = os.path.realpath(v) == want if v else False
+                    orphan = v == "???" and bias is not None
             elif raw.startswith("calls="):
                 spec = raw[6:].split()
                 call = (int(spec[0]), _sub(spec[1], addr))
@@ -177,6 +199,17 @@ def parse_callgrind(path: Path, binary: Path, *, decode_calls: bool = True
     if decode_calls:
         _count_jumps_among_calls(out, binary)
     return out
+
+
+# Valgrind maps a position-independent main executable at this address
+# (coregrind/m_ume/elf.c); corpus/tools/lbr.py reads the same base off its traces.
+VALGRIND_PIE_BASE = 0x108000
+
+
+def _load_bias(binary: Path) -> int | None:
+    with open(binary, "rb") as f:
+        t = ELFFile(f).header["e_type"]
+    return VALGRIND_PIE_BASE if t == "ET_DYN" else 0 if t == "ET_EXEC" else None
 
 
 def _count_jumps_among_calls(out: CallgrindCounts, binary: Path) -> None:
@@ -278,6 +311,32 @@ def hyperfine_times(builds: dict[str, Path], argv: list[str], json_out: Path,
                     "stddev_ms": statistics.stdev(ms) if len(ms) > 1 else 0.0,
                     "min_ms": min(ms), "max_ms": max(ms), "runs": ms}
     return stats
+
+
+_SPLIT_PART = re.compile(r"\.cold(?:\.\d+)?$")
+
+
+def cold_share(cg: CallgrindCounts, binary: Path) -> float:
+    """Share of the binary's executed instructions that ran in split-off cold code (clang's
+    ``foo.cold`` parts, BOLT's ``foo.cold.N`` fragments): blocks the layout judged cold but
+    the measuring input ran.  A split that moves a running block costs two taken jumps per
+    visit and a line in another page."""
+    parts = []
+    with open(binary, "rb") as f:
+        tab = ELFFile(f).get_section_by_name(".symtab")
+        for sym in tab.iter_symbols() if tab else []:
+            if sym["st_size"] and _SPLIT_PART.search(sym.name):
+                parts.append((sym["st_value"], sym["st_value"] + sym["st_size"]))
+    parts.sort()
+    starts = [a for a, _ in parts]
+    import bisect
+    cold = 0
+    for a, n in cg.per_addr.items():
+        i = bisect.bisect_right(starts, a) - 1
+        if i >= 0 and a < parts[i][1]:
+            cold += n
+    total = sum(cg.per_addr.values())
+    return cold / total if total else 0.0
 
 
 def text_size(binary: Path) -> dict[str, int]:
