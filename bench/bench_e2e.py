@@ -115,7 +115,7 @@ def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argpars
     # and the profilers are the same; --fresh takes them again)
     key = pl.profile_key(base, prof_argv, prog, kind)
     pdir = work / "profiles" / f"{prog.name}-{key}"
-    res["profiles"] = {"dir": str(pdir), "key": key}
+    res["profiles"] = {"dir": str(pdir), "key": key, "binary": str(base)}
     lbr_dir = pdir / "lbr"
     lbr_perf = lbr_dir / "perf.data"
     ip_perf = pdir / "ip.perf.data"
@@ -311,6 +311,13 @@ def table(res: dict[str, Any]) -> str:
                      + shares(share))
     if share := res["summary"].get("bbmap_ip_share_of_bbmap_lbr"):
         lines.append("bbmap (IP)'s reduction as a share of bbmap (LBR)'s: " + shares(share))
+    if "lbr" in res:
+        ip, prof = res.get("ip"), res.get("profiles", {})
+        text = f"bbmap-profiles: LBR {res['lbr']['samples']:,} stacks of {res['lbr']['depth']}"
+        if ip:
+            share = ip["share_by_dso_pct"].get(Path(prof.get("binary", "")).name, 0.0)
+            text += f"; IP {ip['samples']:,} samples ({share:.0f}% in the program)"
+        lines.append(text)
     for row, lay in res.get("layouts", {}).items():
         tot = lay["totals"]
         lines.append(f"{row} layout: counts {lay['count_source']}, {tot['functions']} "
