@@ -92,6 +92,25 @@ def taken_by_function(cg: measure.CallgrindCounts, binary: Path) -> dict[str, in
     return dict(out)
 
 
+def instruction_mix(cg: measure.CallgrindCounts, binary: Path) -> dict[str, int]:
+    """Executed instructions of the program by kind: conditional jumps, ``jmp``, nops
+    (alignment padding that a layout put on a path that runs), and the rest."""
+    import capstone
+    cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    code = measure.executable_bytes(binary)
+    out = {"jcc": 0, "jmp": 0, "nop": 0, "other": 0}
+    for a, n in cg.per_addr.items():
+        for lo, data in code:
+            if lo <= a < lo + len(data):
+                ins = next(cs.disasm_lite(data[a - lo:a - lo + 16], a), None)
+                m = ins[2] if ins else ""
+                kind = ("nop" if "nop" in m else "jmp" if m == "jmp" else
+                        "jcc" if m.startswith(("j", "loop")) else "other")
+                out[kind] += n
+                break
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -99,8 +118,19 @@ def main() -> int:
     ap.add_argument("--rows", default="baseline,bbmap-lbr,bolt-lbr")
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--mix", action="store_true",
+                    help="print each build's executed instructions by kind instead")
     args = ap.parse_args()
     rows = args.rows.split(",")
+    if args.mix:
+        for row in rows:
+            d = args.dir / "measure" / row
+            binary = Path((d / "binary").read_text().strip())
+            mix = instruction_mix(measure.parse_callgrind(d / "callgrind.out", binary,
+                                                          decode_calls=False), binary)
+            print(f"{row:<14}" + "".join(f"{k} {v:>13,}  " for k, v in mix.items())
+                  + f"total {sum(mix.values()):,}")
+        return 0
     data: dict[str, dict[str, dict[str, int]]] = {}
     for row in rows:
         d = args.dir / "measure" / row
