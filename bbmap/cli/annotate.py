@@ -102,7 +102,7 @@ def _write_aggregate(perf_paths: list[str], binary: str, output: str | None,
 
 
 def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool,  # noqa: ANN001
-            debug_dirs: tuple[str, ...] = ()) -> str:
+            debug_dirs: tuple[str, ...] = ()) -> str | bytes:
     if fmt in BOLT_FORMATS:
         from bbmap.binary import load_binary
         from bbmap.outputs.bolt import render_fdata, render_preagg
@@ -110,11 +110,11 @@ def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool, 
         b = load_binary(result.binary, debug_dirs=debug_dirs)
         return render_fdata(result, b) if fmt == "fdata" else render_preagg(result, b)
     if fmt == "json":
-        from bbmap.outputs.jsonout import render_json
-        return render_json(result, top=top or None)
+        from bbmap.outputs.jsonout import render_json_bytes
+        return render_json_bytes(result, top=top or None)
     if fmt == "csv":
-        from bbmap.outputs.csvout import render_csv
-        return render_csv(result, top=top or None)
+        from bbmap.outputs.csvout import render_csv_bytes
+        return render_csv_bytes(result, top=top or None)
     if fmt == "propeller":
         from bbmap.outputs.propeller import render_propeller
         return render_propeller(result, version=cluster_version)

@@ -84,8 +84,10 @@ def json_from_output(as_json: bool, output: str | None) -> bool:
     return as_json or bool(output and output.lower().endswith(".json"))
 
 
-def write_output(text: str, output: str | None, *, keep_existing: bool = False) -> None:
-    """``text`` to ``-o`` (atomically), else to stdout: what every text-writing command does.
+def write_output(text: str | bytes, output: str | None, *, keep_existing: bool = False
+                 ) -> None:
+    """``text`` to ``-o`` (atomically), else to stdout: what every text-writing command does
+    (bytes as they are: annotate's JSON and CSV come encoded).
 
     ``keep_existing`` (a result that mapped nothing): an existing ``-o`` file is left as it
     was -- a pipeline keeps its last good profile -- and stderr says so."""

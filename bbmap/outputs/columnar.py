@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 CHUNK_BYTES = 8 << 20  # matrix bytes formatted per pass (see the module docstring)
+UTF8_ERRORS = "surrogateescape"  # text <-> bytes of names and paths, as bbmap's text
+# outputs write them (a file name that is not UTF-8 comes back as its own bytes)
 
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
 

@@ -25,7 +25,7 @@ import numpy as np
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.formats.bbaddrmap import MD_NAMES
-from bbmap.outputs.columnar import Dec, Hex, Pick, cut, render_rows
+from bbmap.outputs.columnar import UTF8_ERRORS, Dec, Hex, Pick, cut, render_rows
 from bbmap.outputs.hot_table import hot_table
 
 COLUMNS = ("record", "function", "id", "address", "size", "flags", "samples", "period",
@@ -52,11 +52,16 @@ def csv_fields(texts: list[str]) -> list[str]:
 
 
 def render_csv(result: AnnotateResult, *, top: int | None = None) -> str:
+    return render_csv_bytes(result, top=top).decode("utf-8", UTF8_ERRORS)
+
+
+def render_csv_bytes(result: AnnotateResult, *, top: int | None = None) -> bytes:
+    """The table as the bytes the CLI writes."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS)
-    head = buf.getvalue()
-    body = _rows(result, top).decode("utf-8", "surrogatepass")
+    head = buf.getvalue().encode("utf-8", UTF8_ERRORS)
+    body = _rows(result, top)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     a = result.accounting
@@ -68,7 +73,7 @@ def render_csv(result: AnnotateResult, *, top: int | None = None) -> str:
     if a.total_branches:
         for name, n in a.branch_buckets().items():
             w.writerow(("bucket", "", name, "", "", "", "", "", n, "", "branches", ""))
-    return head + body + buf.getvalue()
+    return b"".join([head, body, buf.getvalue().encode("utf-8", UTF8_ERRORS)])
 
 
 def _rows(r: AnnotateResult, top: int | None) -> bytes:
@@ -78,9 +83,9 @@ def _rows(r: AnnotateResult, top: int | None) -> bytes:
         return b""
     m = r.block_map
     src = (r.count_source if r.has_counts else "").encode()
-    names = [s.encode("utf-8", "surrogatepass") for s in
+    names = [s.encode("utf-8", UTF8_ERRORS) for s in
              csv_fields([r.functions.names[k] for k in t.keys.tolist()])]
-    cross = [s.encode("utf-8", "surrogatepass") for s in csv_fields(t.cross_names)]
+    cross = [s.encode("utf-8", UTF8_ERRORS) for s in csv_fields(t.cross_names)]
     mark = _marker(names + cross)
     fpos = np.arange(n)
     b = t.block
