@@ -39,3 +39,20 @@ def test_sampled_only_cfg_gives_the_same_counts(perf: str, binary: str) -> None:
         assert np.array_equal(x, y)  # the call edges from samples, too
     out = ~np.isin(part_cfg.block_func, fs)
     assert not part_cfg.n_insn[out].any()  # not disassembled
+
+
+@pytest.mark.skipif(not IP, reason="corpus not built")
+@pytest.mark.parametrize(("perf", "binary"), IP[:6])
+def test_annotate_with_sampled_only_cfg_equals_whole_cfg(perf: str, binary: str,
+                                                         monkeypatch) -> None:  # noqa: ANN001
+    """The whole inference path of annotate (sample model, skid, call edges) gives the
+    same JSON with the CFG of the sampled functions as with the whole binary's."""
+    from bbmap.outputs.jsonout import render_json
+
+    part = render_json(annotate([perf], binary))
+    import bbmap.cfg
+
+    whole = bbmap.cfg.recover_cfg
+    monkeypatch.setattr(bbmap.cfg, "recover_cfg",
+                        lambda b, m=None, functions=None: whole(b, m))
+    assert render_json(annotate([perf], binary)) == part
