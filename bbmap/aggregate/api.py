@@ -30,6 +30,10 @@ from bbmap.model import BlockMap
 from bbmap.perf.records import SampleBatch
 
 MAX_BRANCH_SLICE = 1 << 18  # LBR entries resolved at once
+# ... in address-only sessions (BOLT's formats): the slice is reduced on runtime addresses
+# before mapping, so its temporaries are a few u8 columns; larger slices map and fold
+# fewer rows (the distinct traces of a slice grow slower than the slice)
+MAX_ADDRESS_SLICE = 1 << 20
 ProgressFn = Callable[[str, int], None]  # (current file, samples read so far in all files);
 # one with ``takes_fraction = True`` is called (file, samples, fraction of the current file
 # read: 0..1, None for a pipe), for a percentage and time left
@@ -87,9 +91,10 @@ class Annotator:
             # slices of at most MAX_BRANCH_SLICE entries keep the per-entry temporaries
             # (resolved ends, keys) bounded whatever the stack depth
             ptr = batch.br_ptr
+            most = MAX_ADDRESS_SLICE if self.address_only else MAX_BRANCH_SLICE
             i, n = 0, len(batch)
             while i < n:
-                j = int(np.searchsorted(ptr, ptr[i] + MAX_BRANCH_SLICE, side="right")) - 1
+                j = int(np.searchsorted(ptr, ptr[i] + most, side="right")) - 1
                 j = min(max(j, i + 1), n)
                 lo, hi = int(ptr[i]), int(ptr[j])
                 self.branches.add(ptr[i:j + 1] - lo, batch.br_from[lo:hi], batch.br_to[lo:hi],
