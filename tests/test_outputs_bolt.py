@@ -281,6 +281,30 @@ def test_reduce_by_key_equals_its_definition(rows) -> None:  # noqa: ANN001
 
 
 @settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 5, 2**63, 2**64 - 1]), st.integers(0, 40),
+                          st.sampled_from([0, 3, 2**32, 2**64 - 1]), st.integers(0, 1)),
+                max_size=60))
+def test_count_by_key_equals_its_definition(rows) -> None:  # noqa: ANN001
+    """The sort-only reducer of raw LBR entries (count, mispredicted flags) -- packed
+    and too wide to pack alike -- and the strictly-increasing test that skips a second
+    reduction."""
+    from bbmap.aggregate.addresses import _strictly_increasing, count_by_key
+
+    k = [np.array([r[i] for r in rows], np.uint64) for i in range(3)]
+    (a, b, c), (n, m) = count_by_key(k, np.array([r[3] for r in rows], np.int64))
+    want: dict = {}
+    for r in rows:
+        got = want.setdefault(r[:3], [0, 0])
+        got[0] += 1
+        got[1] += r[3]
+    assert list(zip(a.tolist(), b.tolist(), c.tolist())) == sorted(want)
+    assert [list(x) for x in zip(n.tolist(), m.tolist())] == [want[x] for x in sorted(want)]
+    assert n.dtype == m.dtype == np.int64
+    assert _strictly_increasing([a, b, c])
+    assert _strictly_increasing(k) == (sorted(set(rows_k := [r[:3] for r in rows])) == rows_k)
+
+
+@settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0, 7, 2**63, 2**64 - 1]),
                           st.sampled_from([1, 2**40, 2**64 - 1]),
                           st.sampled_from([0, 2**64 - 1]), st.integers(1, 5)),

@@ -80,7 +80,7 @@ def reduce_by_key(keys: list[np.ndarray], values: list[np.ndarray]
     if len(keys) > 1:
         got = _packed(keys)
         if got is not None:
-            key, decode = got
+            key, decode, _ = got
             order = np.argsort(key)
             sk = key[order]
             new = np.ones(n, bool)
@@ -101,6 +101,28 @@ def reduce_by_key(keys: list[np.ndarray], values: list[np.ndarray]
     starts = np.flatnonzero(new)
     return ([k[starts] for k in sk],
             [np.add.reduceat(v[order], starts) for v in values])
+
+
+def count_by_key(keys: list[np.ndarray], flag: np.ndarray
+                 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``reduce_by_key(keys, [ones, flag])`` for a 0/1 ``flag`` (an entry's count and
+    its mispredicted bit): the flag becomes the last digit of the packed key, so one
+    ``np.sort`` of the keys (no ``argsort``, no gathering of values) gives both sums --
+    the count is a run's length, the flags the sum of its last digits."""
+    n = len(keys[0])
+    got = _packed([*keys, flag.astype(np.uint64)]) if n and len(keys) > 1 else None
+    if got is None:
+        return reduce_by_key(keys, [np.ones(n, np.int64), flag.astype(np.int64)])
+    key, decode, (lo, radix) = got[0], got[1], got[2][-1]
+    sk = np.sort(key)
+    digit = sk % _U8(radix)
+    row = sk // _U8(radix)
+    new = np.ones(n, bool)
+    new[1:] = row[1:] != row[:-1]
+    starts = np.flatnonzero(new)
+    count = np.diff(np.append(starts, n)).astype(np.int64)
+    flags = np.add.reduceat(digit.astype(np.int64), starts) + lo * count
+    return decode(sk[starts])[:-1], [count, flags]
 
 
 def _packed(keys: list[np.ndarray]):  # noqa: ANN202 - (key, decode) or None
@@ -140,7 +162,7 @@ def _packed(keys: list[np.ndarray]):  # noqa: ANN202 - (key, decode) or None
             out.append(col)
         return out[::-1]
 
-    return key, decode
+    return key, decode, [(lo, radix) for _k, _t, lo, radix, _s in digits]
 
 
 def _strictly_increasing(cols: list[np.ndarray]) -> bool:
@@ -343,7 +365,7 @@ class AddressAggregator:
         keys = [sf, sd, end]
         if len(pids) > 1:
             keys = [np.asarray(pid)[idx].astype(np.uint64), *keys]
-        rows, (c, m) = reduce_by_key(keys, [np.ones(len(idx), np.int64), mis])
+        rows, (c, m) = count_by_key(keys, mis)
         rp = rows[0].astype(np.int64) if len(pids) > 1 else np.full(len(c), pids[0], np.int64)
         rf, rt, re = rows[-3:]
         k = len(c)
