@@ -35,6 +35,7 @@ import numpy as np
 from bbmap.binary.disasm import (
     CALL,
     CALL_INDIRECT,
+    CHEAP_UNKNOWN,
     JCC,
     JMP,
     JMP_INDIRECT,
@@ -120,6 +121,9 @@ class CFG:
     first_size: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
     first_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
     first_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # is it a cheap register operation (disasm.is_cheap)? u1 CHEAP_NO / CHEAP_YES /
+    # CHEAP_UNKNOWN (no instruction at the block start: decode the text to tell)
+    first_cheap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
     describe_row: Callable[[int], str] | None = None
 
     @property
@@ -177,7 +181,8 @@ def recover_cfg(binary: Any, block_map: BlockMap | None = None,
         fsel = np.zeros(m.num_functions, bool)
         fsel[np.asarray(functions, np.int64)] = True
         want = fsel[rfunc]
-    code = sweep_ranges(dis, data, binary.sections, m, range_section, start, range_end, want)
+    code = sweep_ranges(dis, data, binary.sections, m, range_section, start, range_end, want,
+                        cheap=True)
     return _build(binary, m, code, dis, data, rng, bfunc, start, end, range_section)
 
 
@@ -251,6 +256,11 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
     first_size[has_last] = code.size[first_row[has_last]]
     first_kind = np.full(B, 255, np.uint8)
     first_kind[has_last] = code.kinds[first_row[has_last]]
+    first_cheap = np.full(B, CHEAP_UNKNOWN, np.uint8)
+    if code.cheap is not None:  # computed where an instruction starts at the block start
+        at = has_last.copy()
+        at[has_last] = code.start[first_row[has_last]] == start[has_last]
+        first_cheap[at] = code.cheap[first_row[at]]
     kind = np.full(B, 255, np.uint8)
     kind[has_last] = code.kinds[last[has_last]]
     tgt = np.full(B, -1, np.int64)
@@ -387,7 +397,7 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
                call_block=call_block, call_addr=code.start[ci], call_target=call_target,
                call_func=cfun, tail_block=tail, tail_func=tail_func, jump_tables=tables,
                notes=notes, first_size=first_size, first_kind=first_kind,
-               first_row=first_row, describe_row=code.describe)
+               first_row=first_row, first_cheap=first_cheap, describe_row=code.describe)
 
 
 def _span(m: BlockMap, f: int) -> tuple[int, int]:

@@ -41,7 +41,70 @@ _TRAPS = {"ud2", "ud1", "ud0", "ud2b", "int3", "hlt"}
 _CONDITIONAL_EXTRA = {"jrcxz", "jecxz", "jcxz", "loop", "loope", "loopne"}
 
 MACHINES = {"EM_X86_64": 64, "EM_386": 32, 62: 64, 3: 32}
+
+# "Cheap register operation" (profile inference's skid model, bbmap/inference/weights.py):
+# no memory operand and none of these mnemonic prefixes (multiplies, divides, square
+# roots, the slow string/system ones) nor these exact first words (stack operations).
+SLOW_PREFIXES = ("mul", "imul", "div", "idiv", "sqrt", "vsqrt", "vdiv", "rep", "cpuid",
+                 "rdtsc", "syscall", "xchg", "lock", "cmpxchg", "pause")
+STACK_WORDS = ("push", "pop", "leave")
+MEMORY_OK = ("lea", "nop")  # a bracket in their operands reads no memory
+# ``Decoded.cheap`` / ``CodeTable.cheap`` values
+CHEAP_NO, CHEAP_YES, CHEAP_UNKNOWN = 0, 1, 2
 _TARGET_MAX = (1 << 63) - 1  # branch targets are kept as int64 (-1: none)
+
+
+def is_cheap(text: str) -> bool:
+    """Is ``"0x1234: mnemonic operands"`` (``describe``'s text) a cheap register
+    operation?  The reference rule; :func:`cheap_columns` is its vectorized form."""
+    _, _, insn = text.partition(": ")
+    mnem, _, ops = insn.partition(" ")
+    if not mnem or mnem.startswith(SLOW_PREFIXES) or mnem in STACK_WORDS:
+        return False
+    return "[" not in ops or mnem.startswith(MEMORY_OK)
+
+
+def _word(text: str) -> tuple[int, int]:
+    """(value, mask) of ``text``'s bytes as the low bytes of a little-endian u8."""
+    raw = text.encode()
+    assert len(raw) <= 8
+    return int.from_bytes(raw, "little"), (1 << 8 * len(raw)) - 1
+
+
+_SLOW_WORDS = [_word(p) for p in SLOW_PREFIXES]
+_STACK_WORDS = [(*_word(p), 8 * len(p)) for p in STACK_WORDS]
+_MEMORY_OK_WORDS = [_word(p) for p in MEMORY_OK]
+
+
+def cheap_columns(mn: np.ndarray, op: np.ndarray) -> np.ndarray:
+    """:func:`is_cheap` of many instructions at once, as ``CHEAP_*`` values: ``mn`` (n, 8)
+    uint8, the first 8 bytes of capstone's NUL-terminated mnemonic (every prefix the rule
+    tests fits in them), ``op`` (n, w) uint8, the first ``w`` bytes of its NUL-terminated
+    operand string (bytes after the NUL are not text).  A row whose operands have neither
+    a NUL nor a ``[`` in those ``w`` bytes is ``CHEAP_UNKNOWN`` (ask again with more).
+    A mnemonic with a prefix word (``rep stosq``) is judged by its first word, as the
+    text rule does."""
+    n = len(mn)
+    if not n:
+        return np.zeros(0, np.uint8)
+    w = np.ascontiguousarray(mn[:, :8], dtype=np.uint8).view("<u8").ravel()
+    slow = np.isin(w & np.uint64(0xFF), np.array([0, 32], np.uint64))  # no first word
+    for val, mask in _SLOW_WORDS:
+        slow |= (w & np.uint64(mask)) == np.uint64(val)
+    for val, mask, shift in _STACK_WORDS:  # the whole first word
+        end = (w >> np.uint64(shift)) & np.uint64(0xFF)
+        slow |= ((w & np.uint64(mask)) == np.uint64(val)) & ((end == 0) | (end == 32))
+    ok_mem = np.zeros(n, bool)
+    for val, mask in _MEMORY_OK_WORDS:
+        ok_mem |= (w & np.uint64(mask)) == np.uint64(val)
+    br, nul = op == ord("["), op == 0
+    any_br, any_nul = br.any(1), nul.any(1)
+    first_br = np.where(any_br, br.argmax(1), op.shape[1])
+    first_nul = np.where(any_nul, nul.argmax(1), op.shape[1])
+    has_br = first_br < first_nul  # a bracket in the text
+    out = (~slow & (~has_br | ok_mem)).astype(np.uint8)
+    out[~any_br & ~any_nul] = CHEAP_UNKNOWN
+    return out
 
 
 def classify(mnemonic: str, op_str: str) -> tuple[int, int | None]:
@@ -115,6 +178,7 @@ class CodeTable:
     end: np.ndarray  # u8 per range: where the sweep stopped
     bad: list[tuple[int, int]]  # (range, address) capstone could not decode
     describe: Callable[[int], str]  # row -> "0x1234: jmp 0x1240" (decoded again, for messages)
+    cheap: np.ndarray | None = None  # u1 CHEAP_* per row (computed at block starts on request)
 
     def keys(self, rng: np.ndarray, addr: np.ndarray) -> np.ndarray:
         off = np.asarray(addr, dtype=np.uint64) - self.range_base[rng]
@@ -188,21 +252,28 @@ class Disassembler:
         self.bits = bits
         self._fast = _FAST
 
-    def decode(self, code: bytes, base: int) -> Decoded:
-        """Decode from ``base`` until the bytes end or do not decode (columns)."""
+    def decode(self, code: bytes, base: int, marks: np.ndarray | None = None) -> Decoded:
+        """Decode from ``base`` until the bytes end or do not decode (columns).  At the
+        addresses in ``marks`` (sorted u8) the ``cheap`` column says whether the
+        instruction is a cheap register operation (:func:`is_cheap`)."""
         if self._fast:
-            return self._decode_ctypes(code, base)
+            return self._decode_ctypes(code, base, marks)
         rows = list(self._cs.disasm_lite(code, base))
         kinds, targets = [], []
         for _a, _s, m, o in rows:
             k, t = classify(m, o)
             kinds.append(k)
             targets.append(-1 if t is None else min(t, _TARGET_MAX))
-        return Decoded(np.array([r[0] for r in rows], dtype=np.uint64),
-                       np.array([r[1] for r in rows], dtype=np.uint8),
-                       np.array(kinds, dtype=np.uint8), np.array(targets, dtype=np.int64))
+        addr = np.array([r[0] for r in rows], dtype=np.uint64)
+        cheap = np.full(len(rows), CHEAP_UNKNOWN, np.uint8)
+        for i in np.flatnonzero(_marked(addr, marks)).tolist():
+            cheap[i] = is_cheap(f"0x0: {rows[i][2]} {rows[i][3]}".rstrip())
+        return Decoded(addr, np.array([r[1] for r in rows], dtype=np.uint8),
+                       np.array(kinds, dtype=np.uint8), np.array(targets, dtype=np.int64),
+                       cheap)
 
-    def _decode_ctypes(self, code: bytes, base: int) -> Decoded:
+    def _decode_ctypes(self, code: bytes, base: int,
+                       marks: np.ndarray | None = None) -> Decoded:
         """``cs_disasm`` once, columns read with numpy straight from capstone's array."""
         import capstone
 
@@ -229,9 +300,18 @@ class Disassembler:
                         target[i] = min(int(op, 16), _TARGET_MAX)
                     else:  # jmp rax / call qword ptr [...]
                         kinds[i] = JMP_INDIRECT if kinds[i] == JMP else CALL_INDIRECT
+            cheap = np.full(n, CHEAP_UNKNOWN, np.uint8)
+            sel = np.flatnonzero(_marked(addr, marks))
+            if len(sel):
+                cheap[sel] = cheap_columns(_text_bytes(buf, n, "mnemonic", 8)[sel],
+                                           _text_bytes(buf, n, "op_str", 64)[sel])
+                more = sel[cheap[sel] == CHEAP_UNKNOWN]  # operands longer than 64 bytes
+                if len(more):
+                    cheap[more] = cheap_columns(_text_bytes(buf, n, "mnemonic", 8)[more],
+                                                _text_bytes(buf, n, "op_str", 0)[more])
         finally:
             capstone._cs.cs_free(insn, n)
-        return Decoded(addr, size, kinds, target)
+        return Decoded(addr, size, kinds, target, cheap)
 
     def describe(self, code: bytes, address: int) -> str:
         for _a, _s, m, o in self._cs.disasm_lite(code, address, 1):
@@ -239,7 +319,8 @@ class Disassembler:
         return f"{address:#x}: (undecodable)"
 
     def sweep(self, code: bytes | memoryview, base: int, stop: int, limit: int,
-              resync: list[int]) -> tuple[list[Decoded], int, list[int]]:
+              resync: list[int], marks: np.ndarray | None = None
+              ) -> tuple[list[Decoded], int, list[int]]:
         """Decode ``code`` (which starts at ``base``) up to ``limit``.
 
         Returns the decoded pieces, where decoding ended and the addresses below
@@ -247,13 +328,14 @@ class Disassembler:
         resumes at the next address in ``resync`` (sorted block starts) so one bad
         byte does not hide the rest.  Decoding runs a few bytes past ``stop`` (the
         last block's end) so that an instruction straddling it is seen whole.
+        ``marks``: see :meth:`decode`.
         """
         pieces: list[Decoded] = []
         bad: list[int] = []
         k = 0
         pos = base
         while pos < limit:
-            d = self.decode(bytes(code[pos - base: limit - base]), pos)
+            d = self.decode(bytes(code[pos - base: limit - base]), pos, marks)
             if len(d.addr):
                 pieces.append(d)
                 pos = int(d.addr[-1]) + int(d.size[-1])
@@ -276,11 +358,35 @@ class Decoded:
     size: np.ndarray  # u1
     kinds: np.ndarray  # u1
     target: np.ndarray  # i8
+    cheap: np.ndarray | None = None  # u1 CHEAP_* (only at the addresses asked for)
+
+    def __post_init__(self) -> None:
+        if self.cheap is None:
+            self.cheap = np.full(len(self.addr), CHEAP_UNKNOWN, np.uint8)
 
     @staticmethod
     def empty() -> Decoded:
         return Decoded(np.zeros(0, np.uint64), np.zeros(0, np.uint8), np.zeros(0, np.uint8),
                        np.zeros(0, np.int64))
+
+
+def _marked(addr: np.ndarray, marks: np.ndarray | None) -> np.ndarray:
+    """Which of ``addr`` are in the sorted ``marks``."""
+    if marks is None or not len(marks) or not len(addr):
+        return np.zeros(len(addr), bool)
+    j = np.minimum(np.searchsorted(marks, addr), len(marks) - 1)
+    return marks[j] == addr
+
+
+def _text_bytes(buf: object, n: int, name: str, width: int) -> np.ndarray:
+    """(n, width) uint8 view of the first ``width`` bytes (0: all) of ``cs_insn``'s
+    ``name`` string in capstone's instruction array ``buf`` (no copy)."""
+    import capstone
+
+    S = capstone._cs_insn
+    f = getattr(S, name)
+    return np.ndarray((n, width or f.size), np.uint8, buffer=buf, offset=f.offset,
+                      strides=(ctypes.sizeof(S), 1))
 
 
 def _insn_dtype() -> np.dtype:
@@ -311,14 +417,16 @@ SWEEP_CHUNK_BYTES = 1 << 16  # bytes per capstone call when sweeping ranges toge
 
 def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
                  m: object, range_section: np.ndarray, block_start: np.ndarray,
-                 range_end: np.ndarray, want: np.ndarray | None = None) -> CodeTable:
+                 range_end: np.ndarray, want: np.ndarray | None = None,
+                 cheap: bool = False) -> CodeTable:
     """Decode every range of block map ``m`` from the file bytes ``data``.
 
     ``sections`` are the file's :class:`~bbmap.binary.types.SectionInfo`; ``range_section``
     the section index of each range (-1 unknown), ``block_start`` each block's address and
     ``range_end`` each range's last block end.  A range whose bytes are not in the file
     (unknown section, NOBITS, base outside its section) is marked not decoded, and so is
-    a range ``want`` (bool per range, default all) leaves out.  Shared by
+    a range ``want`` (bool per range, default all) leaves out.  With ``cheap`` the
+    instructions at block starts get their ``cheap`` value (:func:`is_cheap`).  Shared by
     ``verify`` (instruction checks) and ``bbmap.cfg`` (successors from last instructions).
 
     Each range is a linear sweep from its base (:meth:`Disassembler.sweep`).  Where the
@@ -372,7 +480,8 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
             chunk = view[sec.sh_offset + a0 - lo: sec.sh_offset + a1 - lo]
             rr = order[j0:j1]
             resync = sorted({x for r in rr.tolist() for x in starts[ptr[r]: ptr[r + 1]]})
-            g, _stop, cb = dis.sweep(chunk, a0, a1, a1, resync)
+            g, _stop, cb = dis.sweep(chunk, a0, a1, a1, resync,
+                                     np.array(resync, np.uint64) if cheap else None)
             got.extend(g)
             sbad.extend(cb)
         if not got:
@@ -397,8 +506,10 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
             ok &= np.searchsorted(b_addr, base) == np.searchsorted(b_addr, limit)
         kinds = np.concatenate([g.kinds for g in got])
         target = np.concatenate([g.target for g in got])
+        gcheap = np.concatenate([g.cheap for g in got])
         rows = expand_ranges(first[ok], n[ok])
-        pieces.append(Decoded(a[rows], sz[rows].astype(np.uint8), kinds[rows], target[rows]))
+        pieces.append(Decoded(a[rows], sz[rows].astype(np.uint8), kinds[rows], target[rows],
+                              gcheap[rows]))
         piece_range.append(np.repeat(rs[ok], n[ok]))
         counts[rs[ok]] = n[ok]
         decoded[rs[ok]] = True
@@ -415,7 +526,8 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
         limit = min(hi, end + 16)
         code = view[sec.sh_offset + base - lo: sec.sh_offset + limit - lo]
         resync = sorted(starts[ptr[r]: ptr[r + 1]])
-        got, stop, rbad = dis.sweep(code, base, min(end, limit), limit, resync)
+        got, stop, rbad = dis.sweep(code, base, min(end, limit), limit, resync,
+                                    np.array(resync, np.uint64) if cheap else None)
         pieces.extend(got)
         piece_range.extend(np.full(len(g.addr), r, np.int64) for g in got)
         counts[r] = sum(len(d.addr) for d in got)
@@ -426,14 +538,14 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
     rng = np.zeros(0, np.uint64)
     if pieces:
         d = Decoded(*(np.concatenate([getattr(p, f) for p in pieces])
-                      for f in ("addr", "size", "kinds", "target")))
+                      for f in ("addr", "size", "kinds", "target", "cheap")))
         rng = np.concatenate(piece_range).astype(np.uint64)
     base_col = range_base.astype(np.uint64)
     off = np.minimum(d.addr - base_col[rng.astype(np.int64)], np.uint64(OFFSET_MASK))
     key = (rng << np.uint64(RANGE_SHIFT)) | off
     if len(key) > 1 and bool((key[1:] < key[:-1]).any()):  # ranges of several sweeps
         o = np.argsort(key, kind="stable")
-        key, d = key[o], Decoded(d.addr[o], d.size[o], d.kinds[o], d.target[o])
+        key, d = key[o], Decoded(d.addr[o], d.size[o], d.kinds[o], d.target[o], d.cheap[o])
 
     def describe(j: int) -> str:
         r = int(key[j]) >> RANGE_SHIFT
@@ -444,4 +556,4 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
 
     return CodeTable(key=key, start=d.addr, size=d.size, kinds=d.kinds, target=d.target,
                      range_base=base_col, decoded=decoded, end=ends, bad=bad,
-                     describe=describe)
+                     describe=describe, cheap=d.cheap)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bbmap.binary.disasm import NOP, OTHER
+from bbmap.binary.disasm import CHEAP_UNKNOWN, CHEAP_YES, NOP, OTHER, is_cheap
 from bbmap.cfg import CFG
 
 WEIGHT_SCALE = 1000  # weight units per (sample / unit of per-execution cost)
@@ -51,11 +51,9 @@ SKID_MODEL = "skid"  # with it
 # 10.4-14.4%, 9.5-21.0%, pgoflip-train 83.0%, 81.5%, 76.1%, zstd unchanged within 1.5
 REFILL_WEIGHT = 0.1
 
-# mnemonics of register operations that take more than a cycle or two (so time spent
-# on them is their own, not the front end's): multiplies, divides, square roots, and
-# the slow string/system ones
-_SLOW_PREFIXES = ("mul", "imul", "div", "idiv", "sqrt", "vsqrt", "vdiv", "rep", "cpuid",
-                  "rdtsc", "syscall", "xchg", "lock", "cmpxchg", "pause")
+# which first instructions are "cheap register operations" (their slow mnemonic prefixes,
+# stack words, and memory-operand rule): bbmap.binary.disasm.is_cheap / SLOW_PREFIXES,
+# decided once per block when the CFG is recovered (``CFG.first_cheap``)
 
 
 @dataclass
@@ -95,13 +93,7 @@ def _scaled(samples: np.ndarray, units: np.ndarray, known: np.ndarray) -> np.nda
     return w
 
 
-def _cheap(text: str) -> bool:
-    """Is ``"0x1234: mnemonic operands"`` a cheap register operation?"""
-    _, _, insn = text.partition(": ")
-    mnem, _, ops = insn.partition(" ")
-    if not mnem or mnem.startswith(_SLOW_PREFIXES) or mnem in ("push", "pop", "leave"):
-        return False
-    return "[" not in ops or mnem.startswith(("lea", "nop"))
+_cheap = is_cheap  # the text rule (tests)
 
 
 def locate(cfg: CFG, addr: np.ndarray) -> np.ndarray:
@@ -144,11 +136,15 @@ def skid_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
                        minlength=B)
     second = np.bincount(b[at_second], weights=cnt[at_second], minlength=B)
     first = np.bincount(b[at_first], weights=cnt[at_first], minlength=B)
-    # is the first instruction a cheap register operation? (decoded again only where
-    # it matters: blocks with samples on their second instruction)
+    # is the first instruction a cheap register operation? (it matters for blocks with
+    # samples on their second instruction; the CFG decided it when it decoded the block,
+    # else its text is decoded again)
     cheap = cfg.first_kind == NOP
-    for blk in np.flatnonzero((second > 0) & (cfg.first_kind == OTHER)).tolist():
-        cheap[blk] = _cheap(cfg.first_insn_text(blk))
+    other = (second > 0) & (cfg.first_kind == OTHER)
+    fc = cfg.first_cheap if len(cfg.first_cheap) == B else np.full(B, CHEAP_UNKNOWN, np.uint8)
+    cheap[other] = fc[other] == CHEAP_YES
+    for blk in np.flatnonzero(other & (fc == CHEAP_UNKNOWN)).tolist():
+        cheap[blk] = is_cheap(cfg.first_insn_text(blk))
     cheap &= cfg.n_insn >= 2
     units = np.maximum(cfg.n_insn.astype(np.float64) - 1, 0)
     used = rest + np.where(cheap, 0, second)
