@@ -148,3 +148,71 @@ def test_label_decoder_has_the_decoders_shape(path):
     assert m.num_functions == len(mine)
     assert [whole.func_name[f] for f in mine] == m.func_name
     assert np.array_equal(whole.func_address[mine], m.func_address)
+
+
+# Runs of common records are taken from *candidates* (every byte that could start one,
+# walked at once; ``_Walker._candidates``).  Block fields drawn from a tiny alphabet make
+# the bytes of a v5 header (05, 00|20, 00) turn up inside records often: junk candidates
+# whose walks must not change what is decoded, whatever they overlap.
+_JUNK_VALUES = st.sampled_from([0, 0, 1, 2, 5, 5, 0x20, 0x20, 3])
+
+
+@st.composite
+def _junky_function(draw):
+    from bbmap.model import BlockRecord, FunctionRecord, RangeRecord
+
+    version = draw(st.sampled_from([5, 5, 5, 4, 2]))
+    feature = draw(st.sampled_from([0, 0x20, 0x20] if version >= 3 else [0]))
+    blocks, end = [], 0
+    for _ in range(draw(st.integers(0, 7))):
+        off = end + draw(_JUNK_VALUES)
+        cs = tuple(sorted(draw(st.lists(_JUNK_VALUES, max_size=3)))) if feature else ()
+        size = draw(_JUNK_VALUES) + (cs[-1] if cs else 0)
+        blocks.append(BlockRecord(id=draw(_JUNK_VALUES), offset=off, size=size,
+                                  md=draw(st.sampled_from([0, 1, 5, 8])), callsites=cs))
+        end = off + size
+    base = draw(st.sampled_from([0, 5, 0x2005, 0x7F000005, 2**40 + 5]))
+    return FunctionRecord(address=base, version=version, feature=feature,
+                          ranges=[RangeRecord(base=base, blocks=blocks)])
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(_junky_function(), min_size=1, max_size=40), st.data())
+def test_fast_equals_reference_with_junk_candidates(fns, data):
+    raw = bytearray(encode_section("versioned", fns))
+    if data.draw(st.booleans()) and raw:  # and with one byte damaged
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.sampled_from([0, 5, 0x20, 0x80, 0xFF]))
+    inp = map_input("versioned", bytes(raw))
+    r, rd = decode_section_ref(inp)
+    f, fd = decode_section_fast(inp)
+    assert r.differences(f) == []
+    assert [str(d) for d in rd] == [str(d) for d in fd]
+
+
+def test_junk_candidate_inside_a_record_is_walked_around():
+    """A callsite record whose blocks spell a v5 header: the candidate there is junk,
+    the record holding it is walked one by one, the records after it in a run again."""
+    from bbmap.binary.decode_fast import _Walker
+    from bbmap.model import BlockRecord, FunctionRecord, RangeRecord
+
+    def fn(base, ids):
+        return FunctionRecord(address=base, version=5, feature=0x20, ranges=[RangeRecord(
+            base=base, blocks=[BlockRecord(id=i, offset=0x20 * j, size=0x20, md=0)
+                               for j, i in enumerate(ids)])])
+
+    fns = [fn(0x1000, [0, 1]), fn(0x2000, [0, 5, 2, 3, 4]), fn(0x3000, [0, 1]),
+           fn(0x4000, [0]), fn(0x5000, [0, 1, 2])]
+    data = encode_section("versioned", fns)
+    # block id 5, offset delta 0x20 (its previous block's size is 0x20: delta 0), no callsites
+    assert b"\x05\x00\x00" in data[16:]
+    inp = map_input("versioned", data)
+    w = _Walker(inp)
+    cands = w._candidates(5)
+    assert len(cands.pos) > len(fns)  # the junk one(s) too
+    assert w.run_simple(0, True) == len(data)
+    assert sum(len(s.pos) for s in w.simple) == len(fns)
+    r, _ = decode_section_ref(inp)
+    f, _ = decode_section_fast(inp)
+    assert r.differences(f) == [] and f.num_functions == len(fns)

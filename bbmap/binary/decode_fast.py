@@ -1,13 +1,18 @@
-"""The fast map decoder: numpy over ULEB tokens, a thin Python walk over records.
+"""The fast map decoder: numpy over ULEB tokens, records found vectorized.
 
 Almost every field of a map is a ULEB128.  Every byte below 0x80 ends one, so the
 terminator positions, computed once with numpy, split the section into *tokens*
 and the value of every token is computed vectorized.  A function's block entries
-are then the next 4N (3N before version 2) tokens: the Python walk only reads the
-few fixed-width fields (version, feature, addresses, hashes), skips whole runs of
-tokens, and records token indices; all per-block columns are gathered at the end
-with fancy indexing.  Blocks with callsites or hashes, and PGO data, are walked one
-block at a time (still tokens, no byte parsing).
+are then the next 4N (3N before version 2) tokens, or, with callsite offsets, a
+chain of blocks each 5 tokens plus its callsite count.  Common records (one range,
+plain or callsite entries, no PGO: what compilers emit) are found all at once: every
+byte that could start one is a *candidate*, every candidate's record is walked as if
+it started there (chains hop one block per numpy step for all candidates together),
+and a run of candidates each ending where the next begins is a run of records
+(``_Walker._candidates``).  Other records, and a record holding a false candidate,
+are walked in Python, reading only the few fixed-width fields (version, feature,
+addresses, hashes) and skipping whole runs of tokens.  Either way the walk records
+token indices; all per-block columns are gathered at the end with fancy indexing.
 
 Anything unexpected -- truncation, an over-wide value, a bad version, a missing
 relocation -- stops the fast walk at that function; the construct reference
@@ -82,6 +87,53 @@ class _SimpleRun(NamedTuple):
     run: np.ndarray
 
 
+class _Candidates(NamedTuple):
+    """Where common records of one version could start (:meth:`_Walker._candidates`):
+    byte position, first block token, end byte (-1: not walkable from there), and the
+    candidates whose end is not the next candidate's start."""
+
+    pos: np.ndarray
+    k0: np.ndarray
+    end_byte: np.ndarray
+    breaks: np.ndarray
+
+
+# Below this many chains still hopping, the rest are finished in Python (a numpy step
+# costs microseconds however few chains it moves; a big function has thousands of blocks).
+_PY_CHAINS = 64
+
+
+def _hop_chains(V: np.ndarray, k0: np.ndarray, nb: np.ndarray, lim: np.ndarray
+                ) -> np.ndarray:
+    """End token of each callsite-entry chain: ``nb`` blocks from token ``k0``, a block
+    being ``CALLSITE_ENTRY_ULEBS`` tokens plus its callsite count (the token at
+    ``CALLSITE_COUNT_INDEX``); every chain moves one block per step, together.  A
+    chain passing ``lim`` stops there (its end is then > lim: no record of its own)."""
+    end = k0.copy()
+    if not len(k0):
+        return end
+    last = len(V) - 1
+    cap = np.uint64(len(V)) if V.dtype.itemsize > 4 else np.uint32(min(len(V), 2**32 - 1))
+    cur, left, lm, idx = k0.copy(), nb.copy(), lim, np.arange(len(k0))
+    while len(idx) > _PY_CHAINS:
+        ncs = np.minimum(V[np.minimum(cur + CALLSITE_COUNT_INDEX, last)], cap)
+        cur += CALLSITE_ENTRY_ULEBS
+        cur += ncs.astype(np.int64)
+        left -= 1
+        done = (left == 0) | (cur > lm)
+        if done.any():
+            end[idx[done]] = cur[done]
+            keep = ~done
+            cur, left, lm, idx = cur[keep], left[keep], lm[keep], idx[keep]
+    Vm = memoryview(V)  # the few long chains: one Python hop per block
+    for c, k, nleft, stop in zip(idx.tolist(), cur.tolist(), left.tolist(), lm.tolist()):
+        while nleft and k <= stop:
+            k += CALLSITE_ENTRY_ULEBS + Vm[min(k + CALLSITE_COUNT_INDEX, last)]
+            nleft -= 1
+        end[c] = k
+    return end
+
+
 class _Walker:
     """Token-level walk of one section; collects token indices per block."""
 
@@ -122,12 +174,14 @@ class _Walker:
         self.x_hash: list[int] = []  # byte position of the hash, -1 if none
         self.p_start: list[int] = []  # PGO: first token of each block's entry
         self.simple: list[_SimpleRun] = []  # records run_simple walked, as columns
+        self._cands: dict[int, _Candidates] = {}  # by version: see _candidates
 
     def release_walk_tables(self) -> None:
         """Drop what only the walk needs (terminator positions, byte -> token counts):
         the column gathering that follows is the memory peak of a decode."""
         self.T = self._cumm = None  # type: ignore[assignment]
         self.term_np = self.is_term = None  # type: ignore[assignment]
+        self._cands = {}
 
     @property
     def cumm(self) -> memoryview:
@@ -166,8 +220,111 @@ class _Walker:
         return k
 
     def run_simple(self, pos: int, versioned: bool) -> int:
-        """Walk consecutive common records inline (one range, plain or callsite entries,
-        no PGO); return where a record needing the general walk (or the end) starts."""
+        """Walk consecutive common records (one range, plain or callsite entries, no
+        PGO); return where a record needing the general walk (or the end) starts.
+
+        Versioned maps take whole runs of records from :meth:`_run_vectorized`; a
+        common record it cannot vouch for is walked here one at a time."""
+        if not versioned:
+            return self._walk_simple(pos, versioned)
+        while pos < self.n:
+            pos = self._run_vectorized(pos)
+            if pos >= self.n:
+                break
+            nxt = self._walk_simple(pos, versioned, limit=1)
+            if nxt == pos:
+                break
+            pos = nxt
+        return pos
+
+    def _candidates(self, version: int) -> _Candidates:
+        """Every byte where a common record of ``version`` could start, walked at once.
+
+        A candidate is a byte holding ``version`` followed by a feature field with no
+        general feature and an address whose last byte ends a token, so that the block
+        count starts a token: the header checks of :meth:`_walk_simple`.  Each
+        candidate's record is then walked as if it started there -- fixed-width entries
+        by arithmetic, callsite entries by one hop per block for all candidates at once
+        -- and a walk is abandoned when it runs past the next candidate (so junk
+        candidates inside records cost no more than the tokens up to the next one).
+        Candidates whose record ends exactly where the next candidate starts are
+        *linked*; a chain of links from a known record start is a run of real records,
+        decoded exactly as the one-by-one walk decodes them (each record's decoding is
+        a function of its start alone)."""
+        cached = self._cands.get(version)
+        if cached is not None:
+            return cached
+        d = np.frombuffer(self.data, np.uint8)
+        n, asz = self.n, self.asz
+        u16 = version >= VERSION_FEATURE_U16
+        hdr = 3 if u16 else 2
+        P = np.flatnonzero(d[:max(n - hdr - asz, 0)] == version)
+        if u16:
+            lo, hi = (d[P + 1], d[P + 2]) if self.inp.little else (d[P + 2], d[P + 1])
+            ok = hi == 0
+        else:
+            lo = d[P + 1]
+            ok = np.ones(len(P), "?")
+        ok &= (lo & _GENERAL_FEATURES) == 0
+        ok &= d[P + (hdr + asz - 1)] < LEB_MORE  # the block count starts a token
+        P = P[ok]
+        feat = lo[ok].astype(np.int64)
+        T = self.term_np  # (searched with its own dtype: no int64 copy of it)
+        knb = np.searchsorted(T, (P + (hdr + asz)).astype(T.dtype)).astype(np.int64)
+        ntok = self.ntok
+        inside = knb < ntok
+        P, feat, knb = P[inside], feat[inside], knb[inside]
+        # (counts above the section's size fail the room check below either way)
+        nb = np.minimum(self.V[knb], n + 1).astype(np.int64)
+        ok = ~self.bad_np[knb]
+        width = ENTRY_ULEBS if version >= VERSION_BLOCK_IDS else ENTRY_ULEBS_NO_ID
+        room = n - 1 - T[knb].astype(np.int64)
+        ok &= nb * np.where(feat != 0, CALLSITE_ENTRY_ULEBS, width) <= room
+        P, feat, knb, nb = P[ok], feat[ok], knb[ok], nb[ok]
+        k0 = knb + 1
+        # a record ending where the next candidate starts ends at token lim
+        lim = np.empty(len(P), np.int64)
+        lim[:-1] = np.searchsorted(T, P[1:].astype(T.dtype))
+        if len(P):
+            lim[-1] = ntok
+        end = k0 + np.where(feat != 0, 0, width * nb)
+        chain = np.flatnonzero((feat != 0) & (nb > 0))
+        end[chain] = _hop_chains(self.V, k0[chain], nb[chain], lim[chain])
+        end[end > lim] = -1
+        end_byte = np.full(len(P), -1, np.int64)
+        valid = np.flatnonzero(end >= 0)
+        end_byte[valid] = T[end[valid] - 1].astype(np.int64) + 1
+        nxt = np.empty(len(P), np.int64)
+        nxt[:-1] = P[1:]
+        if len(P):
+            nxt[-1] = -2
+        breaks = np.flatnonzero(end_byte != nxt)
+        cand = _Candidates(P, k0, end_byte, breaks)
+        self._cands[version] = cand
+        return cand
+
+    def _run_vectorized(self, pos: int) -> int:
+        """Take the linked run of candidate records starting at ``pos`` (see
+        :meth:`_candidates`); return where the walk must look next."""
+        v = self.data[pos]
+        if not VERSION_BLOCK_IDS <= v <= MAX_VERSION:
+            return pos
+        c = self._candidates(v)
+        i = int(np.searchsorted(c.pos, pos))
+        if i >= len(c.pos) or c.pos[i] != pos:
+            return pos
+        j = int(c.breaks[np.searchsorted(c.breaks, i)])  # the last candidate ends a break
+        stop = int(c.end_byte[j])
+        if stop < 0:  # record j could not be walked from here: stop before it
+            stop = int(c.pos[j])
+        else:
+            j += 1
+        if j > i:
+            self._add_simple(c.pos[i:j], c.k0[i:j], True)
+        return stop
+
+    def _walk_simple(self, pos: int, versioned: bool, limit: int = -1) -> int:
+        """The one-by-one walk of common records (at most ``limit`` of them, if >= 0)."""
         data, n, T, Vm, bad = self.data, self.n, self.T, self.Vm, self.bad
         asz, ntok, little = self.asz, self.ntok, self.inp.little
         count = self.is_term.count
@@ -179,7 +336,8 @@ class _Walker:
         # entries without IDs only in V0 (version 1 stops)
         width = ENTRY_ULEBS if versioned else ENTRY_ULEBS_NO_ID
         try:
-            while pos < n:
+            while pos < n and limit:
+                limit -= 1
                 if versioned:
                     v = data[pos]
                     if v >= VERSION_FEATURE_U16:
@@ -225,10 +383,11 @@ class _Walker:
             self._add_simple(starts, firsts, versioned)
         return pos
 
-    def _add_simple(self, starts: list[int], firsts: list[int], versioned: bool) -> None:
+    def _add_simple(self, starts: list[int] | np.ndarray, firsts: list[int] | np.ndarray,
+                    versioned: bool) -> None:
         """The columns of records :meth:`run_simple` walked, derived vectorized from
         each record's start and first block token (the walk itself records no more)."""
-        if not starts:
+        if not len(starts):
             return
         d = np.frombuffer(self.data, np.uint8)
         pos = np.array(starts, np.int64)
