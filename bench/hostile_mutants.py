@@ -18,7 +18,9 @@ parent's (~100 MB of imports): the memory figure is an upper bound on a real run
 
     nice python bench/hostile_mutants.py --mutants 2000 --jobs 2 --out /work/cache/i18/run
 
-prints one line per finding and a summary table; ``--json`` writes the counts.
+prints one line per finding and a summary table; ``--json`` writes the counts.  With
+``--out``, each faulty mutant is kept there with, beside it, the full stderr of every run
+that found a fault (``mN-SEED.CMD-K.stderr``), so a fault seen once can be read later.
 Parameters: MEMORY_FACTOR and MEMORY_FLOOR are the issue's bound (issue 18, "Must show").
 """
 
@@ -119,6 +121,7 @@ def run_forked(args: list[str], timeout: float, workdir: str) -> dict:
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, 1)
             os.environ.pop("BBMAP_DEBUG", None)
+            os.environ.pop("BBMAP_DASK_LOGS", None)
             from bbmap.cli import main
             try:
                 main(args, prog_name="bbmap")
@@ -183,6 +186,8 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="write the counts here")
     ap.add_argument("--per-mutant", type=int, default=0,
                     help="run only this many (random) commands per mutant (0: all)")
+    ap.add_argument("--commit", default=None,
+                    help="the commit the code under test is (recorded in --json)")
     a = ap.parse_args()
 
     import bbmap.cli  # noqa: F401 - imported once, before forking
@@ -234,7 +239,7 @@ def main() -> int:
         results = map(one, jobs)
     for job, res in results:
         i, kind, src, desc, m, size, cmds = job
-        for args, r, bad in res:
+        for k, (args, r, bad) in enumerate(res):
             runs += 1
             per_cmd[args[0]] += 1
             exits[r["code"]] += 1
@@ -252,9 +257,13 @@ def main() -> int:
                 print(line, flush=True)
                 if outdir:
                     (outdir / f"m{i}-{src.name}").write_bytes(Path(m).read_bytes())
+                    (outdir / f"m{i}-{src.name}.{args[0]}-{k}.stderr").write_text(
+                        f"$ bbmap {' '.join(args)}\n# exit {r['code']}, {bad}, "
+                        f"{r['seconds']:.1f} s, {r['rss'] >> 20} MB\n{r['stderr']}")
         os.unlink(m)
     wall = time.monotonic() - t_start
     summary = {
+        "commit": a.commit,
         "mutants": a.mutants, "runs": runs, "seed": a.seed, "wall_seconds": round(wall, 1),
         "per_command": dict(sorted(per_cmd.items())),
         "exit_codes": {str(k): v for k, v in sorted(exits.items())},

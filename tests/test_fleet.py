@@ -152,3 +152,114 @@ def test_cli_fleet_on_a_running_scheduler(client, pieces, one_process, tmp_path)
     assert code == 1 and "on 2 workers" in text
     with open(out, "rb") as fh:
         assert fh.read() == one_process
+
+
+# ------------------------------------------------------------------ Dask's voice kept off stderr
+def _spawned_workers() -> set[int]:
+    """Worker processes this process started (multiprocessing spawn children)."""
+    me, out = os.getpid(), set()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == me and b"spawn_main" in cmd and b"resource_tracker" not in cmd:
+            out.add(int(d))
+    return out
+
+
+@pytest.fixture(scope="module")
+def other_aggregate(tmp_path_factory):
+    """An aggregate of another program (list/layout.pie): given to fleet as a profile of
+    layout.pie, its task raises on the worker (a usage error the run must refuse)."""
+    out = str(tmp_path_factory.mktemp("other") / "other.agg")
+    code, text = cli("annotate", os.path.join(CORPUS, "profiles", "c22-list-pie-plain",
+                                              "perf.data"),
+                     os.path.join(CORPUS, "bin", "clang-22", "list", "layout.pie"),
+                     "--format", "aggregate", "-o", out)
+    assert code == 0, text
+    return out
+
+
+def test_cli_fleet_a_failing_task_puts_no_dask_traceback_on_stderr(
+        other_aggregate, pieces, tmp_path, capfd):
+    """Before: the worker logged `Compute Failed ... Traceback: ...` to the shared stderr
+    beside bbmap's error (the mutation run counts any `Traceback` as a fault)."""
+    out = str(tmp_path / "x.agg")
+    code, text = cli("fleet", other_aggregate, pieces[0], PIE_BINARY, "--local-workers", "1",
+                     "--no-progress", "-o", out)
+    err = capfd.readouterr().err + text
+    assert code == 2 and "aggregates of different binaries" in text
+    assert "Traceback" not in err and "distributed." not in err, err
+    # --dask-logs (or BBMAP_DASK_LOGS=1) shows Dask's logs for debugging
+    code, text = cli("fleet", other_aggregate, pieces[0], PIE_BINARY, "--local-workers", "1",
+                     "--no-progress", "--dask-logs", "-o", out)
+    err = capfd.readouterr().err + text
+    assert code == 2 and "Compute Failed" in err
+
+
+def test_cli_fleet_a_killed_worker_is_said_by_bbmap_not_dask(
+        pieces, one_process, tmp_path, capfd, monkeypatch):
+    """A worker SIGKILLed mid-run: the result is unchanged, stderr has bbmap's one line
+    about it and none of the scheduler's/nanny's log lines."""
+    import bbmap.cli.fleet as fleet_cli
+
+    before = _spawned_workers()
+    killed: list[int] = []
+
+    class KillingBar:
+        def update(self, done: int, total: int) -> None:
+            if done >= 12 and not killed:
+                for pid in _spawned_workers() - before:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(fleet_cli, "_Bar", KillingBar)
+    out = str(tmp_path / "k.agg")
+    code, text = cli("fleet", *pieces, PIE_BINARY, "--local-workers", "1", "--batch-files",
+                     "1", "--fan-in", "4", "--progress", "-o", out)
+    err = capfd.readouterr().err + text
+    assert killed and code == 1, text  # 1: the corrupt pieces
+    assert "Traceback" not in err and "distributed." not in err, err
+    assert "1 worker died or was lost during the run" in text, text
+    with open(out, "rb") as fh:
+        assert fh.read() == one_process
+
+
+def test_silence_dask_drops_dask_logs_and_hooks_and_undoes(capsys):
+    import logging
+    import threading
+
+    from bbmap.fleet.run import _from_dask, silence_dask
+
+    undo = silence_dask()
+    try:
+        assert logging.getLogger("distributed.scheduler").disabled
+        assert not logging.getLogger("distributed.not-yet-made").isEnabledFor(
+            logging.CRITICAL)
+        assert not logging.getLogger("tornado.application").isEnabledFor(logging.CRITICAL)
+        assert not logging.getLogger("bbmap").disabled
+    finally:
+        undo()
+    assert not logging.getLogger("distributed.scheduler").disabled
+    assert threading.excepthook is not None and sys.unraisablehook is not None
+
+    def raise_in(path: str):
+        code = compile("def f():\n    raise RuntimeError('x')\n", path, "exec")
+        ns: dict = {}
+        exec(code, ns)  # noqa: S102 - a frame whose file is Dask's
+        try:
+            ns["f"]()
+        except RuntimeError as e:
+            return e.__traceback__
+
+    assert _from_dask(raise_in("/x/site-packages/distributed/comm/tcp.py"))
+    assert not _from_dask(raise_in("/x/bbmap/fleet/run.py"))

@@ -32,17 +32,22 @@ from bbmap.cli.profile_args import profile_options
               help="aggregates merged per reduction task")
 @click.option("--progress/--no-progress", default=None,
               help="progress bar on stderr (default: when stderr is a terminal)")
+@click.option("--dask-logs", is_flag=True, envvar="BBMAP_DASK_LOGS",
+              help="let Dask's scheduler, nannies and workers log to stderr (debugging; "
+                   "else silenced and lost workers said by bbmap; also BBMAP_DASK_LOGS=1)")
 @profile_options
 @guarded
 def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
               scheduler: str | None, local_workers: int | None, memory_limit: str,
               batch_files: int, batch_mib: int, fan_in: int, progress: bool | None,
-              **profile: Any) -> None:
+              dask_logs: bool, **profile: Any) -> None:
     """Aggregate PROFILES (paths, globs or @listfiles) against BINARY on Dask distributed:
     one task per small batch, a tree reduction of the aggregates, the merged aggregate
     written to -o.  An unreadable or corrupt profile does not stop the run: it is named
     with its error in the aggregate's provenance (and on stderr) and the exit code is 1.
     The result equals `bbmap annotate --keep-going` of the same profiles, byte for byte.
+    Dask's own logs are kept off stderr (a worker that dies is said in one line by bbmap);
+    --dask-logs shows them.
 
     \b
     Example:
@@ -68,7 +73,7 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
         run = run_fleet(paths, binary, options=opts, scheduler=scheduler,
                         local_workers=local_workers, memory_limit=memory_limit,
                         batch_bytes=batch_mib << 20, batch_files=batch_files, fan_in=fan_in,
-                        progress=bar.update if bar else None)
+                        progress=bar.update if bar else None, dask_logs=dask_logs)
     finally:
         if bar:
             bar.close()
@@ -78,6 +83,8 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
     click.echo(f"bbmap: {run.profiles} profiles in {run.tasks} tasks and {run.merges} merges "
                f"on {run.workers} workers: {run.seconds:.1f} s "
                f"({run.profiles / max(run.seconds, 1e-9):.0f} profiles/s)", err=True)
+    for line in losses(run):
+        click.echo(f"bbmap: {line}", err=True)
     if json_out:
         from bbmap.aggregate.api import Session
         from bbmap.atomic import write_atomic
@@ -88,6 +95,21 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
         write_atomic(json_out, render_json(s.result(inference=profile["inference"],
                                                     solver=profile["inference_solver"])))
     exit_if_incomplete(run.aggregate)
+
+
+def losses(run: Any) -> list[str]:
+    """What the run lost on the way, in bbmap's words (Dask's own logs are silenced)."""
+    out = []
+    if run.lost_workers:
+        n = run.lost_workers
+        out.append(f"{n} worker{'s' * (n != 1)} died or {'were' if n != 1 else 'was'} lost "
+                   f"during the run (killed, out of memory, or unreachable); the scheduler "
+                   f"ran {run.rerun_tasks} of the run's tasks again, so nothing is missing")
+    if run.lost_tasks:
+        n = len(run.lost_tasks)
+        out.append(f"{n} batch{'es' * (n != 1)} failed on every try; "
+                   f"{'their' if n != 1 else 'its'} profiles were run one per task")
+    return out
 
 
 class _Bar:

@@ -19,15 +19,28 @@ Parameters (defaults chosen from the measured per-task figures in spec/fleet.md)
   profile);
 * ``MEMORY_LIMIT`` ("2GiB"): per local worker; a worker over it is restarted by its nanny
   and its tasks retried.
+
+Dask's own voice: the scheduler, nannies, workers, tornado and asyncio log worker deaths,
+failed tasks (with a ``Traceback:``), comm errors and shutdown races to stderr, which is
+bbmap's channel to its user.  Unless ``dask_logs`` is set (``bbmap fleet --dask-logs``,
+``BBMAP_DASK_LOGS=1``), a run silences them (``silence_dask``: in this process for the
+run, in every local worker process through the ``dask_setup`` preload below) and says
+what matters in its own words instead: ``FleetRun.lost_workers`` (from the scheduler's
+``remove-worker`` events) and ``lost_tasks``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import os
+import re
+import sys
 import threading
 import time
+import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +56,80 @@ FAN_IN = 16
 MEMORY_LIMIT = "2GiB"
 
 ProgressFn = Callable[[int, int], None]  # (profiles done, profiles in all)
+
+# ----------------------------------------------------------------------------- Dask's voice
+DASK_LOGGERS = ("distributed", "tornado", "asyncio", "bokeh")
+_DASK_NAME = re.compile(r"^(?:distributed|tornado|asyncio|bokeh)(?:\.|$)")
+_DASK_FILE = re.compile(r"[/\\](?:distributed|tornado|asyncio)[/\\]")
+_SILENT = logging.CRITICAL + 10  # above every level a library logs at
+
+
+def _from_dask(tb: Any, obj: Any = None) -> bool:
+    """Whether an exception's traceback (or an unraisable's object) is Dask's, tornado's
+    or asyncio's."""
+    while tb is not None:
+        if _DASK_FILE.search(tb.tb_frame.f_code.co_filename):
+            return True
+        tb = tb.tb_next
+    if obj is not None:
+        code = getattr(obj, "cr_code", None) or getattr(obj, "__code__", None)
+        if code is not None and _DASK_FILE.search(code.co_filename):
+            return True
+        mod = getattr(obj, "__module__", None) or type(obj).__module__
+        return bool(_DASK_NAME.match(mod or ""))
+    return False
+
+
+def silence_dask() -> Callable[[], None]:
+    """Keep Dask's, tornado's and asyncio's chatter off this process's stderr: their
+    loggers (and every child logger that exists, some with levels of their own) disabled,
+    their warnings ignored, and uncaught exceptions of their threads and unraisable
+    exceptions of their objects (``Exception in thread``, ``Exception ignored in``)
+    dropped; anything else still goes to the previous hooks.  Returns the undo."""
+    names = [n for n in list(logging.Logger.manager.loggerDict) if _DASK_NAME.match(n)]
+    saved = []
+    for name in dict.fromkeys([*DASK_LOGGERS, *names]):
+        lg = logging.getLogger(name)
+        saved.append((lg, lg.level, lg.disabled))
+        lg.setLevel(_SILENT)  # children created later inherit it
+        lg.disabled = True
+    filters = list(warnings.filters)
+    warnings.filterwarnings("ignore", module=r"(?:distributed|tornado|asyncio|bokeh)(?:\.|$)")
+    thread_hook, unraisable_hook = threading.excepthook, sys.unraisablehook
+
+    def quiet_thread(args: Any) -> None:
+        if not _from_dask(args.exc_traceback):
+            thread_hook(args)
+
+    def quiet_unraisable(u: Any) -> None:
+        if not _from_dask(u.exc_traceback, u.object):
+            unraisable_hook(u)
+
+    threading.excepthook, sys.unraisablehook = quiet_thread, quiet_unraisable
+
+    def undo() -> None:
+        threading.excepthook, sys.unraisablehook = thread_hook, unraisable_hook
+        warnings.filters[:] = filters
+        warnings._filters_mutated()  # type: ignore[attr-defined]
+        for lg, level, disabled in saved:
+            lg.setLevel(level)
+            lg.disabled = disabled
+
+    return undo
+
+
+def dask_setup(worker: Any) -> None:
+    """Dask preload of the local cluster's worker processes (``preload=[__name__]``, run
+    in each worker process, restarted ones too, when it starts): silence Dask there and
+    point the process's stderr at /dev/null.  A worker has nothing to say to bbmap's user
+    directly: a task's failure comes back to the client as its exception, a dead worker as
+    the scheduler's ``remove-worker`` event, both said by bbmap."""
+    silence_dask()
+    with contextlib.suppress(OSError):
+        sys.stderr.flush()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -151,6 +238,8 @@ class FleetRun:
     seconds: float
     workers: int
     lost_tasks: list[str] = field(default_factory=list)  # batches rerun one by one
+    lost_workers: int = 0  # workers that died holding or running this run's tasks
+    rerun_tasks: int = 0  # this run's tasks those deaths made the scheduler run again
 
 
 def run_fleet(profiles: Sequence[str], binary: str, *, options: dict | None = None,
@@ -158,10 +247,11 @@ def run_fleet(profiles: Sequence[str], binary: str, *, options: dict | None = No
               threads_per_worker: int = 1, memory_limit: str = MEMORY_LIMIT,
               batch_bytes: int = BATCH_BYTES, batch_files: int = BATCH_FILES,
               fan_in: int = FAN_IN, progress: ProgressFn | None = None,
-              client: Any = None) -> FleetRun:
+              client: Any = None, dask_logs: bool = False) -> FleetRun:
     """Aggregate ``profiles`` (expanded paths) against ``binary`` on Dask.  ``client``: an
     existing ``distributed.Client`` (tests); else one to ``scheduler``, else a
-    ``LocalCluster`` of ``local_workers`` processes (default: the CPUs)."""
+    ``LocalCluster`` of ``local_workers`` processes (default: the CPUs).  ``dask_logs``:
+    let Dask log to stderr as it does by default (else it is silenced, see the top)."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -173,26 +263,32 @@ def run_fleet(profiles: Sequence[str], binary: str, *, options: dict | None = No
     if "-" in paths:
         raise BBMapError("bbmap fleet reads files; standard input cannot be shared with "
                          "workers")
-    cluster = None
-    own_client = client is None
-    if client is None:
-        if scheduler:
-            client = Client(scheduler)
-        else:
-            n = local_workers or os.cpu_count() or 1
-            cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
-                                   processes=True, memory_limit=memory_limit,
-                                   dashboard_address=":0")
-            client = Client(cluster)
-    t0 = time.perf_counter()
+    undo = (lambda: None) if dask_logs else silence_dask()
     try:
-        return _run(client, paths, binary, options, batch_bytes, batch_files, fan_in,
-                    progress, t0)
+        cluster = None
+        own_client = client is None
+        if client is None:
+            if scheduler:
+                client = Client(scheduler)
+            else:
+                n = local_workers or os.cpu_count() or 1
+                quiet = {} if dask_logs else {"silence_logs": logging.CRITICAL,
+                                              "preload": [__name__]}
+                cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
+                                       processes=True, memory_limit=memory_limit,
+                                       dashboard_address=":0", **quiet)
+                client = Client(cluster)
+        t0 = time.perf_counter()
+        try:
+            return _run(client, paths, binary, options, batch_bytes, batch_files, fan_in,
+                        progress, t0)
+        finally:
+            if own_client:
+                client.close()
+                if cluster is not None:
+                    cluster.close()
     finally:
-        if own_client:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+        undo()
 
 
 def _run(client: Any, paths: list[str], binary: str, options: dict, batch_bytes: int,
@@ -200,10 +296,12 @@ def _run(client: Any, paths: list[str], binary: str, options: dict, batch_bytes:
     from distributed import as_completed
 
     groups = batches(paths, batch_bytes=batch_bytes, batch_files=batch_files)
+    run_id = uuid.uuid4().hex[:12]  # keys of two runs on one scheduler never meet
+    prefix = f"bbmap-{run_id}-"
     size_of: dict[str, int] = {}
     futs = []
     for i, g in enumerate(groups):
-        f = client.submit(profile_task, binary, options, g, key=f"bbmap-profiles-{i}",
+        f = client.submit(profile_task, binary, options, g, key=f"{prefix}profiles-{i}",
                           pure=False)
         size_of[f.key] = len(g)
         futs.append(f)
@@ -248,7 +346,7 @@ def _run(client: Any, paths: list[str], binary: str, options: dict, batch_bytes:
                 progress(done_profiles, len(paths))
         buf.append(fut)
         if len(buf) >= fan_in or (outstanding == 0 and len(buf) > 1):
-            m = client.submit(merge_task, *buf, key=f"bbmap-merge-{merges}", pure=False)
+            m = client.submit(merge_task, *buf, key=f"{prefix}merge-{merges}", pure=False)
             merges += 1
             ac.add(m)
             outstanding += 1
@@ -257,5 +355,29 @@ def _run(client: Any, paths: list[str], binary: str, options: dict, batch_bytes:
         raise BBMapError("no profile given")
     agg = buf[0].result()
     workers = len(client.scheduler_info().get("workers", {}))
+    dead, rerun = worker_losses(client, prefix)
     return FleetRun(aggregate=agg, profiles=len(paths), tasks=len(groups), merges=merges,
-                    seconds=time.perf_counter() - t0, workers=workers, lost_tasks=lost)
+                    seconds=time.perf_counter() - t0, workers=workers, lost_tasks=lost,
+                    lost_workers=dead, rerun_tasks=rerun)
+
+
+def worker_losses(client: Any, prefix: str) -> tuple[int, int]:
+    """Workers that left the cluster unexpectedly (killed, out of memory, lost) while
+    running or holding tasks whose keys start with ``prefix``, and how many of those tasks
+    the scheduler had to run again: its ``remove-worker`` events (topic ``all``)."""
+    try:
+        events = client.get_events("all")
+    except Exception:  # noqa: BLE001 - an old or foreign scheduler: nothing to say
+        return 0, 0
+    dead: set[str] = set()
+    rerun: set[str] = set()
+    for _, msg in events:
+        if not isinstance(msg, dict) or msg.get("action") != "remove-worker" \
+                or msg.get("expected"):
+            continue
+        ours = {str(k) for part in ("processing-tasks", "lost-computed-tasks")
+                for k in (msg.get(part) or ()) if str(k).startswith(prefix)}
+        if ours:
+            dead.add(str(msg.get("worker")))
+            rerun |= ours
+    return len(dead), len(rerun)
