@@ -74,9 +74,10 @@ LBR_PROF = next(iter(sorted((REPO / "corpus" / "lbr").glob("**/*.data"))), None)
     if (REPO / "corpus" / "lbr").is_dir() else None
 
 
-def commands(kind: str, m: str, out: str, i: int = 0) -> list[list[str]]:
+def commands(kind: str, m: str, out: str, i: int = 0,
+             fleet_every: int = FLEET_EVERY) -> list[list[str]]:
     """Every subcommand that reads a file of ``kind``, on mutant ``m`` (fleet, which starts
-    a Dask cluster per run, on one mutant in ``FLEET_EVERY``)."""
+    a Dask cluster per run, on one mutant in ``fleet_every``)."""
     if kind == "agg":
         return [["merge", m, str(AGG_SEED), "-o", out + ".parquet"],
                 ["annotate", m, str(PARTNER_BIN)],
@@ -87,7 +88,7 @@ def commands(kind: str, m: str, out: str, i: int = 0) -> list[list[str]]:
                 ["cfg", str(PARTNER_PROF), m, "--name", "layout.pie", "-o", out + ".svg"],
                 ["layout", str(PARTNER_PROF), m, "--name", "layout.pie", "-o", out + ".txt"]]
     fleet = [["fleet", m, str(PARTNER_BIN), "--local-workers", "1", "--no-progress",
-              "-o", out + ".parquet"]] if i % FLEET_EVERY == 0 else []
+              "-o", out + ".parquet"]] if i % fleet_every == 0 else []
     return fleet + [["perf-info", m], ["annotate", m, str(PARTNER_BIN)],
             ["annotate", m, str(PARTNER_BIN), "--format", "json", "-o", out + ".json"],
             ["cfg", m, str(PARTNER_BIN), "-o", out + ".svg"],
@@ -186,6 +187,8 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="write the counts here")
     ap.add_argument("--per-mutant", type=int, default=0,
                     help="run only this many (random) commands per mutant (0: all)")
+    ap.add_argument("--fleet-every", type=int, default=FLEET_EVERY,
+                    help="give fleet one perf.data mutant in N (each run starts a cluster)")
     ap.add_argument("--commit", default=None,
                     help="the commit the code under test is (recorded in --json)")
     a = ap.parse_args()
@@ -217,7 +220,7 @@ def main() -> int:
         data, desc = random_mutant(blobs[src], kind, rng)
         m = os.path.join(work, f"m{i}" + (".data" if kind == "perf" else ".elf"))
         Path(m).write_bytes(data)
-        cmds = commands(kind, m, os.path.join(work, f"o{i}"), i // len(seeds))
+        cmds = commands(kind, m, os.path.join(work, f"o{i}"), i // len(seeds), a.fleet_every)
         if a.per_mutant:
             cmds = rng.sample(cmds, min(a.per_mutant, len(cmds)))
         jobs.append((i, kind, src, desc, m, len(data), cmds))
