@@ -120,6 +120,7 @@ class Network:
     reward_edge: np.ndarray  # edges with an observed weight ...
     reward_arc: np.ndarray  # ... and their reward arcs
     block_in: np.ndarray  # node of b.in
+    node_comp: np.ndarray | None = None  # component (function) of each node
 
 
 def build_network(p: FlowProblem) -> Network:
@@ -168,7 +169,9 @@ def build_network(p: FlowProblem) -> Network:
     return Network(tail=tail, head=head, cap=cap, cost=cost, nodes=nodes,
                    edge_arc=first_edge + np.arange(E, dtype=np.int64), reward_edge=ekn,
                    reward_arc=first_edge + E + np.arange(len(ekn), dtype=np.int64),
-                   block_in=bin_)
+                   block_in=bin_,
+                   node_comp=np.concatenate([np.repeat(p.comp.astype(np.int64), 2),
+                                             np.repeat(np.arange(C, dtype=np.int64), 2)]))
 
 
 def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:

@@ -1,0 +1,65 @@
+"""The faster built-in min-cost-flow solver returns the very same flow as issue 12's.
+
+``bbmap.inference.solvers.solve_builtin`` (issue 17: components from the network, local
+node numbers and residual arcs computed once) against ``bbmap/testing/ssp_oracle.py``
+(issue 12's solver, verbatim): equal flows arc by arc — not only equal objectives —
+on random networks (hypothesis, with side entries, observed edge weights, components
+without node labels) and on the inference network of every IP corpus profile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_inference_flow import problems
+from test_outputs_render_oracle import CASES
+
+from bbmap.inference import solvers
+from bbmap.inference.flow import FlowProblem, build_network
+from bbmap.testing import ssp_oracle
+
+
+def _same(net) -> None:  # noqa: ANN001
+    want, want_cost = ssp_oracle.solve_builtin(net)
+    got, got_cost = solvers.solve_builtin(net)
+    assert np.array_equal(got, want) and got_cost == want_cost
+    net.node_comp = None  # the union-find path
+    got, got_cost = solvers.solve_builtin(net)
+    assert np.array_equal(got, want) and got_cost == want_cost
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems(), st.data())
+def test_same_flow_as_the_oracle(p: FlowProblem, data) -> None:  # noqa: ANN001
+    B, E = p.num_blocks, len(p.edge_src)
+    p.side_entry = np.array(data.draw(st.lists(st.booleans(), min_size=B, max_size=B)))
+    if E and data.draw(st.booleans()):  # sparse observed edge weights (LBR-style)
+        p.edge_known = np.array(data.draw(st.lists(st.booleans(), min_size=E, max_size=E)))
+        p.edge_weight = np.array(data.draw(st.lists(st.integers(0, 300), min_size=E,
+                                                    max_size=E)), np.int64)
+    _same(build_network(p))
+
+
+IP = [c for c in CASES if "-ip:" in c.id]
+
+
+@pytest.mark.skipif(not IP, reason="corpus not built")
+@pytest.mark.parametrize(("perf", "binary"), IP)
+def test_same_flow_on_the_corpus_networks(perf: str, binary: str, monkeypatch) -> None:
+    import bbmap.inference.counts as counts
+    from bbmap.aggregate import annotate
+
+    nets = []
+
+    def capture(p, solver="auto"):  # noqa: ANN001, ANN202
+        nets.append(build_network(p))
+        return orig(p, "builtin")
+
+    orig = counts.infer
+    monkeypatch.setattr(counts, "infer", capture)
+    annotate([perf], binary, inference="on", solver="builtin")
+    assert nets
+    for net in nets:
+        _same(net)
