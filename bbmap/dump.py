@@ -42,6 +42,7 @@ from bbmap.formats.bbaddrmap import (
 )
 from bbmap.model import BlockMap, MapSource
 from bbmap.outputs.json_fragments import (
+    KeyedDecimals,
     decimal_texts,
     is_plain,
     json_string,
@@ -151,29 +152,33 @@ def _pgo_texts(m: BlockMap, feats: np.ndarray) -> dict[int, str]:
 _CHUNK = 16_384
 # A block is '{"metadata":{...},"id":N,"offset":N,"size":N[,callsites][,hash]}': key order
 # is not significant in JSON, and leading with the metadata makes it one shared string.
+# It is joined from three texts: the metadata and ID (with the "," before the block and
+# the offset key), the offset (with the size key), the size and the rest.
 _MD_TEXT = ['{"metadata":%s,"id":' % j for j in _MD_JSON]
-_MD_PREFIX_COMMA = np.array([("," + t).encode() for t in _MD_TEXT], dtype=object)
+_HEAD_PRE = [("," + t).encode() for t in _MD_TEXT]
+_HEAD_POST = [b',"offset":'] * len(_HEAD_PRE)
 
 
 _CS_OPEN = b',"callsite_offsets":['
 _HASH_KEY = b',"hash":'
-_CLOSE = np.array([b"}", _CS_OPEN + b"]}"], dtype=object)
+_TAIL_PRE = [b"", b""]
+_TAIL_POST = [b"}", _CS_OPEN + b"]}"]  # (by "has the callsite feature")
 
 
-def _block_closings(m: BlockMap, feats_per_block: np.ndarray, b0: int, b1: int
-                    ) -> np.ndarray:
-    """Per block of ``b0..b1-1`` (object array of bytes): its optional callsite / hash
-    keys and the closing brace.  The blocks with callsites or a hash are laid out in one
-    byte buffer (digit counts, cumulative offsets, digits by vectorized div/mod) and
-    cut per block.  ``feats_per_block`` covers the same blocks."""
+def _block_tails(m: BlockMap, feats_per_block: np.ndarray, b0: int, b1: int
+                 ) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """The end of each block of ``b0..b1-1`` from its size on: whether it has the
+    callsite feature (its tail is then ``size,"callsite_offsets":[]}`` if it has no
+    callsite, else ``size}``), and the blocks with callsites or a hash with their
+    tails, laid out in one byte buffer (digit counts, cumulative offsets, digits by
+    vectorized div/mod) and cut per block.  ``feats_per_block`` covers the same blocks."""
     cs_flag = (feats_per_block & FEAT_CALLSITE_OFFSETS) != 0
     hash_flag = (feats_per_block & FEAT_BB_HASH) != 0
-    close = _CLOSE[cs_flag.astype(np.int64)]
     ptr = m.block_cs_ptr[b0:b1 + 1]
     ncs = np.diff(ptr)
     which = np.flatnonzero((cs_flag & (ncs > 0)) | hash_flag)
     if not len(which):
-        return close
+        return cs_flag, which, []
     n = ncs[which]
     has_cs = cs_flag[which]
     has_hash = hash_flag[which]
@@ -191,28 +196,31 @@ def _block_closings(m: BlockMap, feats_per_block: np.ndarray, b0: int, b1: int
     h_dig = num_digits(hashes)
     h_len = np.zeros(len(which), np.int64)
     h_len[has_hash] = len(_HASH_KEY) + h_dig
-    total = cs_len + h_len + 1
+    sizes = m.block_size[b0 + which]
+    s_dig = num_digits(sizes)
+    total = s_dig + cs_len + h_len + 1
     start = np.zeros(len(which) + 1, np.int64)
     np.cumsum(total, out=start[1:])
     out = np.empty(int(start[-1]), np.uint8)
-    put_const(out, start[:-1][has_cs], _CS_OPEN)
+    put_digits(out, start[:-1] + s_dig, sizes, s_dig)
+    key = start[:-1] + s_dig  # where the keys after the size start
+    put_const(out, key[has_cs], _CS_OPEN)
     empty = has_cs & (n == 0)
-    out[start[:-1][empty] + len(_CS_OPEN)] = ord("]")
+    out[key[empty] + len(_CS_OPEN)] = ord("]")
     if len(cs_vals):
         # number j of block i ends at start_i + len(open) + (sum of earlier items) + digits
         within = cum[:-1] - np.repeat(cum[cs_ptr[:-1]], n)
-        num_start = np.repeat(start[:-1] + len(_CS_OPEN), n) + within
+        num_start = np.repeat(key + len(_CS_OPEN), n) + within
         put_digits(out, num_start + cs_dig, cs_vals, cs_dig)
         sep = np.full(len(cs_vals), ord(","), np.uint8)
         sep[cs_ptr[1:][n > 0] - 1] = ord("]")
         out[num_start + cs_dig] = sep
-    h_start = start[:-1][has_hash] + cs_len[has_hash]
+    h_start = key[has_hash] + cs_len[has_hash]
     put_const(out, h_start, _HASH_KEY)
     put_digits(out, h_start + len(_HASH_KEY) + h_dig, hashes, h_dig)
     out[start[1:] - 1] = ord("}")
     buf = out.tobytes()
-    close[which] = [buf[a:b] for a, b in zip(start[:-1].tolist(), start[1:].tolist())]
-    return close
+    return cs_flag, which, [buf[a:b] for a, b in zip(start[:-1].tolist(), start[1:].tolist())]
 
 
 def _gaps(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
@@ -263,10 +271,11 @@ def _gaps(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
         # every function one non-empty range: one format per function
         prev = [lead] + ["]}" + t + "," for t in tails[f0:f1 - 1]]
         texts = [('%s{"name":%s,"address":%d,%s%d,"feature":%d,"map_offset":%d},"ranges":['
-                  '{"base_address":%d%s%s,"blocks":[%s' % t).encode()
+                  '{"base_address":%d%s%s,"blocks":[%s%d,"offset":' % t).encode()
                  for t in zip(prev, jnames, *fcols, m.range_base[r0:r1].tolist(),
                               [text_sec[s] for s in rsecs], count_note,
-                              [_MD_TEXT[md] for md in m.block_md[bptr[:-1]].tolist()])]
+                              [_MD_TEXT[md] for md in m.block_md[bptr[:-1]].tolist()],
+                              m.block_id[bptr[:-1]].tolist())]
         texts.append(("]}" + tails[f1 - 1] + trail).encode())
         return bptr[:-1], texts
     heads = ['{"name":%s,"address":%d,%s%d,"feature":%d,"map_offset":%d},"ranges":[' % t
@@ -288,7 +297,8 @@ def _gaps(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
             pending += ("," if j else "") + rprefix[r]
             if bp[r + 1] > bp[r]:
                 where.append(bp[r])
-                texts.append((pending + _MD_TEXT[int(m.block_md[bp[r]])]).encode())
+                texts.append(('%s%s%d,"offset":' % (pending, _MD_TEXT[int(m.block_md[bp[r]])],
+                                                     int(m.block_id[bp[r]]))).encode())
                 pending = "]}"
             else:
                 pending += "]}"
@@ -311,12 +321,14 @@ def _uniform_texts(m: BlockMap, tails: list[str], lead: str, trail: str, f0: int
         return None
     src, ver, sec = (int(c[0]) for c in cols)
     fmt = ('{"name":%%s,"address":%%d,%s%d,"feature":%%d,"map_offset":%%d},"ranges":['
-           '{"base_address":%%d%s,"blocks":[%%s' % (src_json[src], ver, text_sec[sec]))
+           '{"base_address":%%d%s,"blocks":[%%s%%d,"offset":' % (src_json[src], ver,
+                                                                  text_sec[sec]))
     rest = "]}]}," + fmt  # the previous function's closing, then this one's header
     bstart = m.range_block_ptr[r0:r1]
     args = zip(jnames, m.func_address[f0:f1].tolist(), m.func_feature[f0:f1].tolist(),
                m.func_map_offset[f0:f1].tolist(), m.range_base[r0:r1].tolist(),
-               [_MD_TEXT[md] for md in m.block_md[bstart].tolist()])
+               [_MD_TEXT[md] for md in m.block_md[bstart].tolist()],
+               m.block_id[bstart].tolist())
     first = next(args)
     texts = [(lead + fmt % first).encode()]
     texts += [(rest % t).encode() for t in args]
@@ -363,25 +375,30 @@ def iter_json(binary: Binary, part: tuple[int, int] | None = None) -> Iterator[b
     fptr = m.range_block_ptr[m.func_range_ptr]
     b0, b1 = int(fptr[f0]), int(fptr[f1])
     feats_per_block = np.repeat(feats[f0:f1], np.diff(fptr[f0:f1 + 1]))
-    closings = _block_closings(m, feats_per_block, b0, b1)
+    cs_flag, custom, custom_tails = _block_tails(m, feats_per_block, b0, b1)
     del feats_per_block
+    cs_key = cs_flag.view(np.uint8)
+    md_all = m.block_md[b0:b1]
+    heads = KeyedDecimals(_HEAD_PRE, _HEAD_POST, md_all, m.block_id[b0:b1])
+    tails = KeyedDecimals(_TAIL_PRE, _TAIL_POST, cs_key, m.block_size[b0:b1])
     starts = range(b0, b1, _CHUNK)
     gap_at = np.searchsorted(special, [*starts, b1])
+    custom_at = np.searchsorted(custom, [s - b0 for s in [*starts, b1]])
     for c, a in enumerate(starts):
         b = min(b1, a + _CHUNK)
         n = b - a
-        md = m.block_md[a:b]
-        lead_md = _MD_PREFIX_COMMA[md]  # the usual "," gap joined to the metadata prefix
+        head = heads.texts(m.block_md[a:b], m.block_id[a:b])
         g0, g1 = int(gap_at[c]), int(gap_at[c + 1])
-        sp = special[g0:g1] - a
-        lead_md[sp] = gap_texts[g0:g1]
-        parts: list = [None] * (5 * n)
-        parts[0::5] = lead_md.tolist()
-        parts[1::5] = decimal_texts(m.block_id[a:b], b',"offset":')
-        parts[2::5] = decimal_texts(m.block_offset[a:b], b',"size":')
-        parts[3::5] = decimal_texts(m.block_size[a:b])
-        parts[4::5] = closings[a - b0:b - b0].tolist()
+        head[special[g0:g1] - a] = gap_texts[g0:g1]  # a range's first block: its gap
+        tail = tails.texts(cs_key[a - b0:b - b0], m.block_size[a:b])
+        k0, k1 = int(custom_at[c]), int(custom_at[c + 1])
+        tail[custom[k0:k1] - (a - b0)] = custom_tails[k0:k1]
+        parts: list = [None] * (3 * n)
+        parts[0::3] = head.tolist()
+        parts[1::3] = decimal_texts(m.block_offset[a:b], b',"size":')
+        parts[2::3] = tail.tolist()
         yield b"".join(parts)
+    del md_all
     yield gap_texts[-1]
 
 

@@ -465,3 +465,17 @@ def test_digits_written_in_place(values):
 @given(st.text())
 def test_plain_check_agrees_with_the_regex(s):
     assert fast.is_plain(s) == (not fast._PLAIN.search(s))
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.one_of(st.integers(0, 300), U64)), max_size=60),
+       st.sampled_from([1, 64, 1 << 11]), st.data())
+def test_keyed_decimals(pairs, cap, data):
+    pre = [data.draw(st.binary(max_size=4)) for _ in range(4)]
+    post = [data.draw(st.binary(max_size=4)) for _ in range(4)]
+    keys = np.array([k for k, _ in pairs], np.uint8)
+    values = np.array([v for _, v in pairs], np.uint64)
+    table = fast.KeyedDecimals(pre, post, keys, values, cap=cap)
+    want = [b"%s%d%s" % (pre[k], v, post[k]) for k, v in zip(keys.tolist(), values.tolist())]
+    assert table.texts(keys, values).tolist() == want
+    half = len(pairs) // 2  # a slice of the columns the table was built for
+    assert table.texts(keys[half:], values[half:]).tolist() == want[half:]
