@@ -464,7 +464,8 @@ def test_digits_written_in_place(values):
 
 @given(st.text())
 def test_plain_check_agrees_with_the_regex(s):
-    assert fast.is_plain(s) == (not fast._PLAIN.search(s))
+    assert fast.is_plain(s) == (not _PLAIN.search(s))
+    assert fast.json_string(s) == json.dumps(s, ensure_ascii=False)
 
 
 @given(st.lists(st.tuples(st.integers(0, 3), st.one_of(st.integers(0, 300), U64)), max_size=60),

@@ -269,22 +269,32 @@ class _Walker:
         ok &= d[P + (hdr + asz - 1)] < LEB_MORE  # the block count starts a token
         P = P[ok]
         feat = lo[ok].astype(np.int64)
-        T = self.term_np  # (searched with its own dtype: no int64 copy of it)
-        knb = np.searchsorted(T, (P + (hdr + asz)).astype(T.dtype)).astype(np.int64)
+        T = self.term_np
+        # tokens ending before each candidate (counted between candidates: a search of
+        # ten million terminators per candidate costs more) and before its block count
+        before = np.zeros(len(P), np.int64)
+        if len(P):
+            ends = np.frombuffer(self.is_term, np.uint8)
+            before[0] = np.count_nonzero(ends[:P[0]])
+            np.cumsum(np.add.reduceat(ends, P, dtype=np.int64)[:-1], out=before[1:])
+            before[1:] += before[0]
+        knb = before.copy()
+        for j in range(hdr + asz):
+            knb += ends[P + j] if len(P) else 0
         ntok = self.ntok
         inside = knb < ntok
-        P, feat, knb = P[inside], feat[inside], knb[inside]
+        P, feat, knb, before = P[inside], feat[inside], knb[inside], before[inside]
         # (counts above the section's size fail the room check below either way)
         nb = np.minimum(self.V[knb], n + 1).astype(np.int64)
         ok = ~self.bad_np[knb]
         width = ENTRY_ULEBS if version >= VERSION_BLOCK_IDS else ENTRY_ULEBS_NO_ID
         room = n - 1 - T[knb].astype(np.int64)
         ok &= nb * np.where(feat != 0, CALLSITE_ENTRY_ULEBS, width) <= room
-        P, feat, knb, nb = P[ok], feat[ok], knb[ok], nb[ok]
+        P, feat, knb, nb, before = P[ok], feat[ok], knb[ok], nb[ok], before[ok]
         k0 = knb + 1
         # a record ending where the next candidate starts ends at token lim
         lim = np.empty(len(P), np.int64)
-        lim[:-1] = np.searchsorted(T, P[1:].astype(T.dtype))
+        lim[:-1] = before[1:]
         if len(P):
             lim[-1] = ntok
         end = k0 + np.where(feat != 0, 0, width * nb)

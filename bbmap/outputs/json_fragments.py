@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 import threading
 from collections.abc import Iterable
 from functools import lru_cache
@@ -107,9 +106,6 @@ def put_const(out: np.ndarray, starts: np.ndarray, text: bytes) -> None:
         out[starts + j] = ch
 
 
-_PLAIN = re.compile(r'[\x00-\x1f"\\\x7f-\U0010ffff]')
-
-
 def write_overlapped(parts: Iterable[bytes], fh: IO[bytes]) -> None:
     """Write fragments from a second thread while the next one is built (the write
     system call releases the GIL, so a 300 MB dump's I/O overlaps its formatting)."""
@@ -139,12 +135,14 @@ def write_overlapped(parts: Iterable[bytes], fh: IO[bytes]) -> None:
 
 
 def is_plain(s: str) -> bool:
-    """True if ``s`` needs no JSON escaping and is ASCII (what ``_PLAIN`` finds none
-    of), checked with str methods that run much faster than the regex on 1 MB."""
+    """True if ``s`` needs no JSON escaping and is printable ASCII (no control
+    character, DEL, quote, backslash or non-ASCII character), checked with str methods
+    that run much faster than a regex on 1 MB (and need no regex compiled at start-up)."""
     return s.isascii() and s.isprintable() and '"' not in s and "\\" not in s
 
 
 def json_string(s: str) -> str:
-    if not _PLAIN.search(s):
+    """``json.dumps(s, ensure_ascii=False)``, without the call for the usual plain name."""
+    if is_plain(s):
         return '"' + s + '"'
     return json.dumps(s, ensure_ascii=False)
