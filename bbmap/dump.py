@@ -155,7 +155,8 @@ _CHUNK = 16_384
 # It is joined from three texts: the metadata and ID (with the "," before the block and
 # the offset key), the offset (with the size key), the size and the rest.
 _MD_TEXT = ['{"metadata":%s,"id":' % j for j in _MD_JSON]
-_HEAD_PRE = [("," + t).encode() for t in _MD_TEXT]
+_MD_TEXT_BYTES = [t.encode() for t in _MD_TEXT]
+_HEAD_PRE = [b"," + t for t in _MD_TEXT_BYTES]
 _HEAD_POST = [b',"offset":'] * len(_HEAD_PRE)
 
 
@@ -250,8 +251,6 @@ def _gaps(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
     text_sec[-1] = ""
     names = disp[f0:f1]
     plain = is_plain("".join([n for n in names if n is not None]))
-    jnames = [("null" if n is None else '"' + n + '"') for n in names] if plain else \
-        [("null" if n is None else json_string(n)) for n in names]
     bptr = m.range_block_ptr[r0:r1 + 1]
     nblk = np.diff(bptr)
     declared = m.range_num_blocks[r0:r1].astype(np.int64)
@@ -260,10 +259,11 @@ def _gaps(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
         count_note[r] = ',"num_blocks":%d' % declared[r]
     rptr = m.func_range_ptr[f0:f1 + 1]
     if f1 > f0 and bool((np.diff(rptr) == 1).all()) and bool((nblk > 0).all()):
-        uniform = _uniform_texts(m, tails, lead, trail, f0, f1, jnames, src_json, text_sec,
-                                 count_note)
+        uniform = _uniform_texts(m, tails, lead, trail, f0, f1, names, plain, src_json,
+                                 text_sec, count_note)
         if uniform is not None:
             return bptr[:-1], uniform
+    jnames = _json_names(names, plain)
     srcs = [src_json[s] for s in m.func_source[f0:f1].tolist()]
     fcols = (m.func_address[f0:f1].tolist(), srcs, m.func_version[f0:f1].tolist(),
              m.func_feature[f0:f1].tolist(), m.func_map_offset[f0:f1].tolist())
@@ -307,9 +307,16 @@ def _gaps(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
     return np.array(where, np.int64), texts
 
 
+def _json_names(names: list[str | None], plain: bool) -> list[str]:
+    """Names as JSON values (``plain``: none needs escaping)."""
+    if plain:
+        return [("null" if n is None else '"' + n + '"') for n in names]
+    return [("null" if n is None else json_string(n)) for n in names]
+
+
 def _uniform_texts(m: BlockMap, tails: list[str], lead: str, trail: str, f0: int, f1: int,
-                   jnames: list[str], src_json: list[str], text_sec: dict[int, str],
-                   count_note: list[str]) -> list[bytes] | None:
+                   names: list[str | None], plain: bool, src_json: list[str],
+                   text_sec: dict[int, str], count_note: list[str]) -> list[bytes] | None:
     """The gap texts of :func:`_gaps` when functions ``f0..f1-1`` (one non-empty range
     each) share their source, version and text section, and have no extra keys (the
     usual compiler output): those go into the format itself, leaving six values per
@@ -320,18 +327,25 @@ def _uniform_texts(m: BlockMap, tails: list[str], lead: str, trail: str, f0: int
             or tails[f0:f1].count("]}") != f1 - f0:
         return None
     src, ver, sec = (int(c[0]) for c in cols)
-    fmt = ('{"name":%%s,"address":%%d,%s%d,"feature":%%d,"map_offset":%%d},"ranges":['
-           '{"base_address":%%d%s,"blocks":[%%s%%d,"offset":' % (src_json[src], ver,
-                                                                  text_sec[sec]))
-    rest = "]}]}," + fmt  # the previous function's closing, then this one's header
+    quoted = plain and None not in names  # then the quotes go into the format
+    fmt = ('{"name":%s,"address":%%d,%s%d,"feature":%%d,"map_offset":%%d},"ranges":['
+           '{"base_address":%%d%s,"blocks":[%%s' % (
+               '"%s"' if quoted else "%s", src_json[src].replace("%", "%%"), ver,
+               text_sec[sec].replace("%", "%%"))).encode()
+    rest = b"]}]}," + fmt  # the previous function's closing, then this one's header
     bstart = m.range_block_ptr[r0:r1]
-    args = zip(jnames, m.func_address[f0:f1].tolist(), m.func_feature[f0:f1].tolist(),
-               m.func_map_offset[f0:f1].tolist(), m.range_base[r0:r1].tolist(),
-               [_MD_TEXT[md] for md in m.block_md[bstart].tolist()],
-               m.block_id[bstart].tolist())
+    # bytes formatted from bytes: no str to encode per function (a name that is plain,
+    # or a JSON string, holds no raw newline: one encode and split gives every name)
+    jnames = names if quoted else _json_names(names, plain)
+    args = zip("\n".join(jnames).encode().split(b"\n"), m.func_address[f0:f1].tolist(),
+               m.func_feature[f0:f1].tolist(), m.func_map_offset[f0:f1].tolist(),
+               m.range_base[r0:r1].tolist(),
+               KeyedDecimals(_MD_TEXT_BYTES, _HEAD_POST, m.block_md[bstart],
+                             m.block_id[bstart]).texts(m.block_md[bstart],
+                                                       m.block_id[bstart]).tolist())
     first = next(args)
-    texts = [(lead + fmt % first).encode()]
-    texts += [(rest % t).encode() for t in args]
+    texts = [lead.encode() + fmt % first]
+    texts += [rest % t for t in args]
     texts.append(("]}]}" + trail).encode())
     return texts
 

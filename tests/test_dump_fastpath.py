@@ -12,6 +12,7 @@ check) are also checked against plain Python.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -480,3 +481,21 @@ def test_keyed_decimals(pairs, cap, data):
     assert table.texts(keys, values).tolist() == want
     half = len(pairs) // 2  # a slice of the columns the table was built for
     assert table.texts(keys[half:], values[half:]).tolist() == want[half:]
+
+
+def test_percent_in_section_names(tmp_path):
+    """The map section's name goes into the per-function format of uniform maps: a ``%``
+    in it is text, not a conversion."""
+    from bbmap.model import BlockRecord, FunctionRecord, RangeRecord
+
+    fns = [FunctionRecord(address=0x1000 + 0x40 * i, version=2, feature=0, ranges=[
+        RangeRecord(base=0x1000 + 0x40 * i, blocks=[BlockRecord(id=0, offset=0, size=4, md=1)])])
+        for i in range(3)]
+    p = tmp_path / "pct.elf"
+    p.write_bytes(write_elf(encode_map_fast(fns), text_size=0x2000,
+                            functions=[(f"f{i}", 0x1000 + 0x40 * i, 16) for i in range(3)]))
+    b = load_binary(p)
+    m = b.block_map
+    m.sources[0] = dataclasses.replace(m.sources[0], section_name=".llvm_bb_addr_map%d%s")
+    new = _render(b)
+    assert new == _reference(b) and b'.llvm_bb_addr_map%d%s"' in new
