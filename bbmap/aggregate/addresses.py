@@ -336,15 +336,25 @@ class AddressAggregator:
 
     def add_stacks_raw(self, src: np.ndarray, dst: np.ndarray, flags: np.ndarray,
                        stack: np.ndarray, pid: np.ndarray, seq: np.ndarray,
-                       time: np.ndarray | None, space: Any) -> bool:
+                       time: np.ndarray | None, space: Any,
+                       live: np.ndarray | None = None) -> bool:
         """:meth:`add_stacks` for entries not yet resolved: when no mapping of their
         processes changes between their first and last moment (``space.pm``'s
         ``constant_between``), the traces are first reduced on the runtime addresses and
         only the distinct addresses are mapped to the binary -- a hot loop's million
         entries cost one translation each of a few hundred addresses.  Returns False
-        (and does nothing) when the mappings do change: resolve every entry then."""
-        pids = sorted_unique(np.asarray(pid, np.int64))
-        if not space.pm.constant_between(pids.tolist(), seq, time):
+        (and does nothing) when the mappings do change: resolve every entry then.
+
+        ``pid``, ``seq``, ``time`` are per *sample* (``stack`` indexes them: no per-entry
+        copies); ``live`` marks the samples that have entries here (None: all do) --
+        only their moments count."""
+        if live is not None:
+            pid_l, seq_l = pid[live], seq[live]
+            time_l = None if time is None else time[live]
+        else:
+            pid_l, seq_l, time_l = pid, seq, time
+        pids = sorted_unique(np.asarray(pid_l, np.int64))
+        if not space.pm.constant_between(pids.tolist(), seq_l, time_l):
             return False
         n = len(src)
         if not n:
@@ -354,17 +364,22 @@ class AddressAggregator:
         kern = (src >= _U8(KERNEL_START)) | (dst >= _U8(KERNEL_START))
         nk = int(kern.sum())
         p.kernel += nk
-        idx = np.flatnonzero(~kern) if nk else np.arange(n)
-        if not len(idx):
-            return True
-        sf, sd, s = src[idx].astype(np.uint64), dst[idx].astype(np.uint64), stack[idx]
-        end = np.full(len(idx), END_BRANCH_ONLY, np.uint64)
+        if nk:
+            idx = np.flatnonzero(~kern)
+            if not len(idx):
+                return True
+            sf, sd = src[idx].astype(np.uint64), dst[idx].astype(np.uint64)
+            s, fl = stack[idx], flags[idx]
+        else:  # no kernel entry: the columns as they are
+            sf, sd = np.asarray(src, np.uint64), np.asarray(dst, np.uint64)
+            s, fl = stack, flags
+        end = np.full(len(sf), END_BRANCH_ONLY, np.uint64)
         same = s[1:] == s[:-1]  # entry j+1 is older than entry j of the same stack
         end[1:][same] = sf[:-1][same]
-        mis = ((flags[idx] & _U8(fmt.BRF_MISPRED)) != 0).astype(np.int64)
+        mis = ((fl & _U8(fmt.BRF_MISPRED)) != 0).view(np.uint8)
         keys = [sf, sd, end]
         if len(pids) > 1:
-            keys = [np.asarray(pid)[idx].astype(np.uint64), *keys]
+            keys = [np.asarray(pid)[s].astype(np.uint64), *keys]
         rows, (c, m) = count_by_key(keys, mis)
         rp = rows[0].astype(np.int64) if len(pids) > 1 else np.full(len(c), pids[0], np.int64)
         rf, rt, re = rows[-3:]
@@ -372,8 +387,9 @@ class AddressAggregator:
         has_end = re != _U8(END_BRANCH_ONLY)
         addr = np.concatenate([rf, rt, re[has_end]])
         apid = np.concatenate([rp, rp, rp[has_end]])
-        aseq = np.full(len(addr), int(np.asarray(seq)[0]), np.int64)
-        atime = None if time is None else np.full(len(addr), np.asarray(time)[0], np.uint64)
+        aseq = np.full(len(addr), int(np.asarray(seq_l)[0]), np.int64)
+        atime = None if time_l is None else np.full(len(addr), np.asarray(time_l)[0],
+                                                     np.uint64)
         where, vaddr, _ = space.classify(addr, apid, aseq, None, atime)
         va = np.where(np.asarray(where) <= OUTSIDE_FUNCTION, np.asarray(vaddr, np.uint64),
                       _U8(EXTERNAL)).astype(np.uint64)

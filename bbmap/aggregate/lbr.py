@@ -85,13 +85,16 @@ class BlockGeometry:
 QUIRK_MIN_STACKS = 32  # stacks (of >= 3 entries) needed to judge a batch on its own
 
 
-def _same_entry(f: np.ndarray, t: np.ndarray, fl: np.ndarray, i: np.ndarray,
-                j: np.ndarray) -> np.ndarray:
-    return (f[i] == f[j]) & (t[i] == t[j]) & (fl[i] == fl[j])
+def _adjacent_same(f: np.ndarray, t: np.ndarray, fl: np.ndarray) -> np.ndarray:
+    """``same[i]``: entry ``i`` equals entry ``i + 1`` (source, target, flags); n - 1 long.
+    One pass over contiguous neighbours, where gathering both entries of every pair
+    would copy each column twice."""
+    return (f[1:] == f[:-1]) & (t[1:] == t[:-1]) & (fl[1:] == fl[:-1])
 
 
 def duplicate_newest_quirk(br_ptr: np.ndarray, br_from: np.ndarray, br_to: np.ndarray,
-                           br_flags: np.ndarray) -> tuple[bool, tuple[float, float, int] | None]:
+                           br_flags: np.ndarray, same: np.ndarray | None = None
+                           ) -> tuple[bool, tuple[float, float, int] | None]:
     """Is entry 0 a hardware duplicate of entry 1 in this batch's stacks?
 
     The quirk makes entries 0 and 1 equal in (nearly) every sample; a program's own
@@ -100,20 +103,24 @@ def duplicate_newest_quirk(br_ptr: np.ndarray, br_from: np.ndarray, br_to: np.nd
     k >= 1: the quirk is present when ``p0`` is near one and sits well above
     ``p_deeper`` (at least half-way from it to one).  Returns the verdict and the evidence
     ``(p0, p_deeper, stacks)``, or ``None`` evidence when too few stacks have 3 entries.
+    ``same`` is :func:`_adjacent_same` of the columns when the caller has it.
     """
     counts = np.diff(br_ptr)
     first = br_ptr[:-1][counts >= 3].astype(np.int64)
     n = len(first)
     if n < QUIRK_MIN_STACKS:
         return False, None
-    p0 = float(_same_entry(br_from, br_to, br_flags, first, first + 1).mean())
+    if same is None:
+        same = _adjacent_same(br_from, br_to, br_flags)
+    p0 = float(same[first].mean())
     # neighbours deeper in the stack: every (k, k+1) pair with k >= 1
     ends = br_ptr[1:].astype(np.int64)
     deeper = np.ones(len(br_from), bool)
     deeper[br_ptr[:-1].astype(np.int64)[counts > 0]] = False  # not entry 0 ...
     deeper[(ends - 1)[counts > 0]] = False  # ... and not the last entry (no k+1)
-    k = np.flatnonzero(deeper)
-    p_deeper = float(_same_entry(br_from, br_to, br_flags, k, k + 1).mean()) if len(k) else 0.0
+    nd = int(np.count_nonzero(deeper))  # (the very last entry is never one: no k + 1)
+    # an exact count over an exact count: the float that ``same[k].mean()`` gives
+    p_deeper = int(np.count_nonzero(same & deeper[:-1])) / nd if nd else 0.0
     quirk = p0 >= 0.98 and p0 >= p_deeper + 0.5 * (1.0 - p_deeper)
     return quirk, (p0, p_deeper, n)
 
@@ -166,8 +173,10 @@ class BranchAggregator:
         # the duplicated newest entry: entries 0 and 1 identical -> drop entry 0
         keep = np.ones(n_ent, bool)
         drop = self.drop_duplicate_newest
+        same = None  # neighbours equal (computed once for the verdict and the drop)
         if drop is None:
-            quirk, evidence = duplicate_newest_quirk(br_ptr, br_from, br_to, br_flags)
+            same = _adjacent_same(br_from, br_to, br_flags)
+            quirk, evidence = duplicate_newest_quirk(br_ptr, br_from, br_to, br_flags, same)
             if evidence is None:
                 quirk = self._last_quirk  # too few stacks to tell: as the last batch
             else:
@@ -179,28 +188,39 @@ class BranchAggregator:
         if drop:
             two = np.flatnonzero(counts >= 2)
             e0 = first[two]
-            dup = _same_entry(br_from, br_to, br_flags, e0, e0 + 1)
-            keep[e0[dup]] = False
+            if same is None:
+                same = _adjacent_same(br_from, br_to, br_flags)
+            keep[e0[same[e0]]] = False
         n_dup = int(n_ent - keep.sum())
         if n_dup and not self.address_only:
             self.acct.branches[DUPLICATE] += n_dup
         if n_dup and self.addresses is not None:
             self.addresses.profile.duplicate += n_dup
 
-        kidx = np.flatnonzero(keep)
-        src, dst, flg = br_from[kidx], br_to[kidx], br_flags[kidx]
-        ksample = sample_of[kidx]
-        epid = pid[ksample] if len(pid) else np.zeros(len(kidx), np.int32)
-        eseq = seq[ksample] if len(seq) else np.zeros(len(kidx), np.int64)
-        etime = time[ksample] if time is not None and len(time) else None
+        if n_dup:
+            kidx = np.flatnonzero(keep)
+            src, dst, flg = br_from[kidx], br_to[kidx], br_flags[kidx]
+            ksample = sample_of[kidx]
+        else:  # nothing dropped: the columns as they are (no copies)
+            src, dst, flg, ksample = br_from, br_to, br_flags, sample_of
         if self.address_only and self.addresses is not None:
             # BOLT's formats only: instruction addresses, no blocks (the entries are
             # tallied by the address aggregates, spec/bolt.md)
             space = getattr(resolver, "space", None)
-            if hasattr(getattr(space, "pm", None), "constant_between") and \
-                    self.addresses.add_stacks_raw(src, dst, flg, ksample, epid, eseq, etime,
-                                                  space):
-                return
+            if hasattr(getattr(space, "pm", None), "constant_between"):
+                ns = len(counts)  # per-sample moments; samples with no entry take no part
+                spid = pid if len(pid) else np.zeros(ns, np.int32)
+                sseq = seq if len(seq) else np.zeros(ns, np.int64)
+                stime = time if time is not None and len(time) else None
+                live = None if counts.all() else counts > 0  # (the duplicate rule drops
+                # one of two or more entries: a sample keeps an entry iff it has one)
+                if self.addresses.add_stacks_raw(src, dst, flg, ksample, spid, sseq, stime,
+                                                 space, live):
+                    return
+        epid = pid[ksample] if len(pid) else np.zeros(len(src), np.int32)
+        eseq = seq[ksample] if len(seq) else np.zeros(len(src), np.int64)
+        etime = time[ksample] if time is not None and len(time) else None
+        if self.address_only and self.addresses is not None:
             rf = resolver.resolve_binary(src, epid, eseq, None, etime)  # type: ignore[attr-defined]
             rt = resolver.resolve_binary(dst, epid, eseq, None, etime)  # type: ignore[attr-defined]
             self.addresses.add_stacks(src, dst, flg, ksample, rf, rt)
@@ -229,7 +249,7 @@ class BranchAggregator:
 
         # ---- fall-through ranges between consecutive kept entries of one sample
         valid = None
-        if len(kidx) >= 2:
+        if len(src) >= 2:
             pair = np.flatnonzero(ksample[:-1] == ksample[1:])  # newer j, older j+1
             if len(pair):
                 valid = self._add_ranges(rt, pair + 1, rf, pair, ksample[pair])
