@@ -135,3 +135,39 @@ def test_truncated_or_inflated_records_are_flagged_not_read_past(data):
     d = decode_samples(np.frombuffer(bytes(rec), np.uint8), np.array([0]), lay)
     assert d.bad.all()
     assert len(d.br_from) == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(runs=st.lists(st.tuples(st.integers(1, 40), st.integers(0, 5), st.integers(0, 3)),
+                     min_size=1, max_size=8),
+       lead=st.integers(0, 9), min_run=st.sampled_from([0, 64]), seed=st.integers(0, 2**32))
+def test_branch_columns_strided_runs_equal_the_entries(runs, lead, min_run, seed) -> None:
+    """Branch stacks read as strided runs (equal depth and spacing) or gathered, at any
+    byte alignment: each entry's (from, to, flags) as its bytes say."""
+    import struct
+
+    import bbmap.perf.samples as smp
+
+    rng = np.random.default_rng(seed)
+    blob = bytearray(rng.integers(0, 256, lead, dtype=np.uint8).tobytes())
+    starts, nrs, want = [], [], []
+    for rows, depth, gap in runs:  # ``rows`` records of ``depth`` entries, ``gap`` extra
+        for _ in range(rows):      # words after each (a record's other fields)
+            starts.append(len(blob))
+            nrs.append(depth)
+            for _ in range(depth):
+                e = rng.integers(0, 2**63, 3, dtype=np.int64).astype(np.uint64) * 2 + 1
+                want.append(tuple(int(x) for x in e))
+                blob += struct.pack("<3Q", *want[-1])
+            blob += bytes(8 * gap)
+    buf = np.frombuffer(bytes(blob), np.uint8)
+    old = smp.RUN_MIN_ENTRIES
+    smp.RUN_MIN_ENTRIES = min_run
+    try:
+        total = sum(nrs)
+        f, t, fl = smp.branch_columns(buf, np.array(starts, np.int64),
+                                      np.array(nrs, np.int64), total)
+    finally:
+        smp.RUN_MIN_ENTRIES = old
+    assert list(zip(f.tolist(), t.tolist(), fl.tolist())) == want
+    assert f.dtype == t.dtype == fl.dtype == np.uint64 and f.flags.c_contiguous

@@ -138,6 +138,56 @@ class _Cursor:
         self.pos = self.pos + nbytes
 
 
+RUN_MIN_ENTRIES = 64  # entries per run below which gathering beats a strided copy per run
+# (a run costs one Python step of a few microseconds; a gathered entry ~30 ns)
+
+
+def branch_columns(buf: np.ndarray, br_start: np.ndarray, br_nr: np.ndarray, total: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (from, to, flags) columns of the branch stacks at byte offsets ``br_start``
+    (``br_nr`` entries each, ``total`` in all; all in bounds), in stack order.
+
+    Consecutive samples of one event and stack depth are equally spaced in the file (an
+    LBR is nearly always full: every record the same size), so a run of them is one
+    strided view of the buffer -- (samples, entries, fields) with the record size as
+    the outer stride -- copied field by field, without building an index of every entry
+    and gathering through it.  Runs break where the depth or the spacing changes; when
+    they are too short to pay (:data:`RUN_MIN_ENTRIES`) the entries are gathered."""
+    out = [np.empty(total, np.uint64) for _ in range(3)]
+    live = np.flatnonzero(br_nr > 0)
+    b, k = br_start[live].astype(np.int64), br_nr[live].astype(np.int64)
+    m = len(live)
+    if not m:
+        return out[0], out[1], out[2]
+    brk = np.zeros(m, bool)
+    brk[0] = True
+    if m > 1:
+        brk[1:] = k[1:] != k[:-1]
+    d = np.diff(b)  # d[i - 1]: spacing between live samples i - 1 and i
+    if m > 2:
+        brk[2:] |= d[1:] != d[:-1]
+    starts = np.flatnonzero(brk)
+    if len(starts) * RUN_MIN_ENTRIES > total or (d <= 0).any():  # ragged stacks (or
+        # records not in file order): gather every entry
+        ent = expand_ranges(br_start, br_nr, fmt.BRANCH_ENTRY_SIZE)
+        return (gather_u64(buf, ent + _FROM_AT), gather_u64(buf, ent + _TO_AT),
+                gather_u64(buf, ent + _FLAGS_AT))
+    ends = np.append(starts[1:], m)
+    at = 0
+    size, fields = fmt.BRANCH_ENTRY_SIZE, (_FROM_AT, _TO_AT, _FLAGS_AT)
+    for s0, e0, depth, first in zip(starts.tolist(), ends.tolist(), k[starts].tolist(),
+                                    b[starts].tolist()):
+        rows = e0 - s0
+        stride = int(d[s0]) if rows > 1 else size * depth
+        n = rows * depth
+        for col, off in zip(out, fields):
+            view = np.ndarray((rows, depth), dtype="<u8", buffer=buf, offset=first + off,
+                              strides=(stride, size))
+            col[at:at + n].reshape(rows, depth)[...] = view
+        at += n
+    return out[0], out[1], out[2]
+
+
 def decode_samples(buf: np.ndarray, offs: np.ndarray, layout: SampleLayout,
                    want_branches: bool = True) -> DecodedSamples:
     """Decode SAMPLE records starting at byte offsets ``offs`` of ``buf`` (all one layout).
@@ -220,9 +270,7 @@ def decode_samples(buf: np.ndarray, offs: np.ndarray, layout: SampleLayout,
     np.cumsum(br_nr, out=br_ptr[1:])
     total = int(br_ptr[-1])
     if total and want_branches:
-        ent = expand_ranges(br_start, br_nr, fmt.BRANCH_ENTRY_SIZE)
-        br_from, br_to, br_flags = (gather_u64(buf, ent + _FROM_AT), gather_u64(buf, ent + _TO_AT),
-                                    gather_u64(buf, ent + _FLAGS_AT))
+        br_from, br_to, br_flags = branch_columns(buf, br_start, br_nr, total)
     else:
         br_from = br_to = br_flags = np.zeros(0, np.uint64)
         if not want_branches:
