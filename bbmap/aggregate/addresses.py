@@ -114,55 +114,75 @@ def count_by_key(keys: list[np.ndarray], flag: np.ndarray
     if got is None:
         return reduce_by_key(keys, [np.ones(n, np.int64), flag.astype(np.int64)])
     key, decode, (lo, radix) = got[0], got[1], got[2][-1]
-    sk = np.sort(key)
-    digit = sk % _U8(radix)
-    row = sk // _U8(radix)
-    new = np.ones(n, bool)
-    new[1:] = row[1:] != row[:-1]
+    key.sort()  # (the key is this function's own temporary)
+    if radix == 1:  # one flag value: the rows are the keys
+        row, digit = key, None
+    elif radix == 2:
+        row, digit = key >> _U8(1), key & _U8(1)
+    else:
+        row, digit = key // _U8(radix), key % _U8(radix)
+    new = np.empty(n, bool)
+    new[0] = True
+    np.not_equal(row[1:], row[:-1], out=new[1:])
     starts = np.flatnonzero(new)
     count = np.diff(np.append(starts, n)).astype(np.int64)
-    flags = np.add.reduceat(digit.astype(np.int64), starts) + lo * count
-    return decode(sk[starts])[:-1], [count, flags]
+    flags = lo * count
+    if digit is not None:
+        flags = flags + np.add.reduceat(digit.astype(np.int64), starts)
+    return decode(key[starts])[:-1], [count, flags]
 
 
-def _packed(keys: list[np.ndarray]):  # noqa: ANN202 - (key, decode) or None
-    """The mixed-radix key of :func:`reduce_by_key`, or None when it does not fit."""
-    digits = []  # (column, lo, radix, sentinel digit or None)
+def _packed(keys: list[np.ndarray]):  # noqa: ANN202 - (key, decode, digits) or None
+    """The mixed-radix key of :func:`reduce_by_key`, or None when it does not fit.
+
+    Each column costs a few passes: min and max (a column with the all-ones sentinel
+    takes its largest other value from ``max(k + 1) - 1``, the sentinel wrapping to 0),
+    its digit ``k - lo`` (the sentinel's clipped to ``hi - lo + 1`` by one ``minimum``:
+    it is the only value above ``hi``) and Horner's step on the key, in place."""
+    digits = []  # (lo, radix, sentinel digit or None)
     total = 1
     for k in keys:
-        top = k == _U8(_U8_MAX)
-        has_top = bool(top.any())
-        rest = k[~top] if has_top else k
-        if len(rest):
-            lo, hi = int(rest.min()), int(rest.max())
-        else:
-            lo = hi = 0
-        radix = hi - lo + 1 + int(has_top)
+        if not len(k):
+            return None
+        lo, hi = int(k.min()), int(k.max())
+        sentinel = None
+        if hi == _U8_MAX:
+            hi = int((k + _U8(1)).max()) - 1  # largest value below the sentinel
+            if hi < 0:  # every value is the sentinel
+                lo = hi = 0
+            elif hi >= _U8_MAX - 1:
+                return None  # (no room for the sentinel's digit)
+            sentinel = hi - lo + 1
+        radix = hi - lo + 1 + int(sentinel is not None)
         total *= radix
         if total >= 1 << 64:
             return None
-        digits.append((k, top if has_top else None, lo, radix, hi - lo + 1))
-    key = np.zeros(len(keys[0]), np.uint64)
-    for k, top, lo, radix, sentinel in digits:
-        d = k - _U8(lo)
-        if top is not None:
-            d[top] = _U8(sentinel)
-        key *= _U8(radix)
-        key += d
+        digits.append((lo, radix, sentinel))
+    key = None
+    for k, (lo, radix, sentinel) in zip(keys, digits):
+        d = k - _U8(lo) if lo else k.astype(np.uint64, copy=True)
+        if sentinel is not None:
+            np.minimum(d, _U8(sentinel), out=d)
+        if key is None:
+            key = d
+        else:
+            if radix > 1:
+                key *= _U8(radix)
+            key += d
 
     def decode(packed: np.ndarray) -> list[np.ndarray]:
         out = []
         rest = packed.copy()
-        for _k, top, lo, radix, sentinel in reversed(digits):
+        for lo, radix, sentinel in reversed(digits):
             d = rest % _U8(radix)
             rest //= _U8(radix)
             col = d + _U8(lo)
-            if top is not None:
+            if sentinel is not None:
                 col[d == _U8(sentinel)] = _U8(_U8_MAX)
             out.append(col)
         return out[::-1]
 
-    return key, decode, [(lo, radix) for _k, _t, lo, radix, _s in digits]
+    return key, decode, [(lo, radix) for lo, radix, _s in digits]
 
 
 def _strictly_increasing(cols: list[np.ndarray]) -> bool:
