@@ -214,15 +214,27 @@ def _write(rows: list[np.ndarray], view: BoltView) -> str:
             (fd + 1).astype(np.uint64), od.astype(np.uint64)]
     (ow, a, b, c, d), (m, n) = reduce_by_key(keys, [mis, cnt])
     order = np.lexsort((d, c, b, view.start[ow.astype(np.int64)]))
-    names = view.names
-    out = []
-    for fsrc, osrc, fdst, odst, mm, nn in zip(a[order].tolist(), b[order].tolist(),
-                                              c[order].tolist(), d[order].tolist(),
-                                              m[order].tolist(), n[order].tolist()):
-        s = f"1 {names[fsrc - 1]} {osrc:x}" if fsrc else f"0 {UNKNOWN} 0"
-        t = f"1 {names[fdst - 1]} {odst:x}" if fdst else f"0 {UNKNOWN} 0"
-        out.append(f"{s} {t} {mm} {nn}\n")
-    return "".join(out)
+    return _fdata_lines(view.names, a[order], b[order], c[order], d[order], m[order],
+                        n[order])
+
+
+def _fdata_lines(names: list[str], fsrc: np.ndarray, osrc: np.ndarray, fdst: np.ndarray,
+                 odst: np.ndarray, mis: np.ndarray, cnt: np.ndarray) -> str:
+    """``1 NAME OFF 1 NAME OFF MISPREDS COUNT`` per row (function ``0`` = ``[unknown]``,
+    written ``0 [unknown] 0``; functions numbered from 1), laid out for all rows at once
+    by :func:`bbmap.outputs.columnar.render_rows` (no per-line Python string)."""
+    from bbmap.outputs.columnar import UTF8_ERRORS, Dec, Hex, Pick, render_rows
+
+    fsrc, fdst = fsrc.astype(np.int64), fdst.astype(np.int64)
+    osrc = np.where(fsrc != 0, osrc, 0).astype(np.uint64)  # [unknown]: offset 0
+    odst = np.where(fdst != 0, odst, 0).astype(np.uint64)
+    used = sorted_unique(np.concatenate([fsrc, fdst]))  # only the names written
+    tab = [f"1 {names[f - 1]} ".encode("utf-8", UTF8_ERRORS) if f else
+           f"0 {UNKNOWN} ".encode() for f in used.tolist()]
+    isrc, idst = np.searchsorted(used, fsrc), np.searchsorted(used, fdst)
+    text, _ = render_rows(len(fsrc), [Pick(tab, isrc), Hex(osrc), b" ", Pick(tab, idst),
+                                      Hex(odst), b" ", Dec(mis), b" ", Dec(cnt), b"\n"])
+    return text.decode("utf-8", UTF8_ERRORS)
 
 
 # ============================================================ pre-aggregated
