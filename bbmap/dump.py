@@ -358,7 +358,8 @@ def iter_json(binary: Binary, part: tuple[int, int] | None = None) -> Iterator[b
     parts of a split concatenate to the whole document.  Everything between two blocks
     is one "gap" text (:func:`_gaps`); the blocks themselves are joined a chunk at a
     time from table-looked-up byte fragments (small chunks: their buffers are reused
-    instead of freshly faulted in).
+    instead of freshly faulted in).  The functions are rendered ``FUNC_GROUP`` at a
+    time, as parts of the document, for the same reason.
     """
     m = binary.block_map
     F = m.num_functions
@@ -384,17 +385,36 @@ def iter_json(binary: Binary, part: tuple[int, int] | None = None) -> Iterator[b
         n, d = names[f], disp[f]
         if n is not None and d != n:
             tails[f] = tails[f][:-1] + ',"mangled":%s}' % json_string(n)
-    special, gap_texts = _gaps(binary, m, disp, tails, lead, trail, f0, f1)
-    del tails
     fptr = m.range_block_ptr[m.func_range_ptr]
+    b0, b1 = int(fptr[f0]), int(fptr[f1])
+    heads = KeyedDecimals(_HEAD_PRE, _HEAD_POST, m.block_md[b0:b1], m.block_id[b0:b1])
+    with_blocks = np.diff(fptr[f0:f1 + 1]) > 0
+    cs_funcs = ((feats[f0:f1][with_blocks] & FEAT_CALLSITE_OFFSETS) != 0).view(np.uint8)
+    ends = KeyedDecimals(_TAIL_PRE, _TAIL_POST, cs_funcs, m.block_size[b0:b1])
+    groups = [(g, min(f1, g + FUNC_GROUP)) for g in range(f0, f1, FUNC_GROUP)] or [(f0, f1)]
+    for g0, g1 in groups:
+        yield from _part_json(binary, m, disp, tails, feats, fptr, heads, ends,
+                              lead if g0 == f0 else ",", trail if g1 == f1 else "", g0, g1)
+
+
+# Functions rendered together: their header texts and block tails are made, joined and
+# dropped before the next group's (memory reused instead of freshly faulted in: a
+# 100,000-function map's header texts alone are ~35 MB).
+FUNC_GROUP = 4096
+
+
+def _part_json(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
+               feats: np.ndarray, fptr: np.ndarray, heads: KeyedDecimals,
+               ends: KeyedDecimals, lead: str, trail: str, f0: int, f1: int
+               ) -> Iterator[bytes]:
+    """The text of functions ``f0..f1-1`` (see :func:`iter_json`): their gaps, and
+    their blocks joined a chunk at a time from table-looked-up byte fragments."""
+    special, gap_texts = _gaps(binary, m, disp, tails, lead, trail, f0, f1)
     b0, b1 = int(fptr[f0]), int(fptr[f1])
     feats_per_block = np.repeat(feats[f0:f1], np.diff(fptr[f0:f1 + 1]))
     cs_flag, custom, custom_tails = _block_tails(m, feats_per_block, b0, b1)
     del feats_per_block
     cs_key = cs_flag.view(np.uint8)
-    md_all = m.block_md[b0:b1]
-    heads = KeyedDecimals(_HEAD_PRE, _HEAD_POST, md_all, m.block_id[b0:b1])
-    tails = KeyedDecimals(_TAIL_PRE, _TAIL_POST, cs_key, m.block_size[b0:b1])
     starts = range(b0, b1, _CHUNK)
     gap_at = np.searchsorted(special, [*starts, b1])
     custom_at = np.searchsorted(custom, [s - b0 for s in [*starts, b1]])
@@ -404,7 +424,7 @@ def iter_json(binary: Binary, part: tuple[int, int] | None = None) -> Iterator[b
         head = heads.texts(m.block_md[a:b], m.block_id[a:b])
         g0, g1 = int(gap_at[c]), int(gap_at[c + 1])
         head[special[g0:g1] - a] = gap_texts[g0:g1]  # a range's first block: its gap
-        tail = tails.texts(cs_key[a - b0:b - b0], m.block_size[a:b])
+        tail = ends.texts(cs_key[a - b0:b - b0], m.block_size[a:b])
         k0, k1 = int(custom_at[c]), int(custom_at[c + 1])
         tail[custom[k0:k1] - (a - b0)] = custom_tails[k0:k1]
         parts: list = [None] * (3 * n)
@@ -412,7 +432,6 @@ def iter_json(binary: Binary, part: tuple[int, int] | None = None) -> Iterator[b
         parts[1::3] = decimal_texts(m.block_offset[a:b], b',"size":')
         parts[2::3] = tail.tolist()
         yield b"".join(parts)
-    del md_all
     yield gap_texts[-1]
 
 

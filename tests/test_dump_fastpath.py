@@ -499,3 +499,25 @@ def test_percent_in_section_names(tmp_path):
     m.sources[0] = dataclasses.replace(m.sources[0], section_name=".llvm_bb_addr_map%d%s")
     new = _render(b)
     assert new == _reference(b) and b'.llvm_bb_addr_map%d%s"' in new
+
+
+@SETTINGS
+@given(elf_file(), st.sampled_from([1, 2, 3]), st.data())
+def test_function_groups_join_to_the_same_bytes(tmp_path, data, group, pick):
+    """Functions are rendered FUNC_GROUP at a time; any group size gives the same text,
+    whole or in parts."""
+    from unittest.mock import patch
+
+    import bbmap.dump
+
+    p = tmp_path / "gen.elf"
+    p.write_bytes(data)
+    b = load_binary(p)
+    F = b.block_map.num_functions
+    cut = pick.draw(st.integers(0, F))
+    with patch.object(bbmap.dump, "FUNC_GROUP", group):
+        whole = _render(b)
+        split = b"".join(iter_json(b, (0, cut))) + b"".join(iter_json(b, (cut, F)))
+    assert whole == _reference(b)
+    if 0 < cut < F:
+        assert split == whole
