@@ -43,6 +43,7 @@ from bbmap.binary.disasm import (
     TRAP,
     CodeTable,
     Disassembler,
+    code_table,
     sweep_ranges,
 )
 from bbmap.model import (
@@ -155,11 +156,13 @@ class CFG:
 
 # ----------------------------------------------------------------------------- recovery
 def recover_cfg(binary: Any, block_map: BlockMap | None = None,
-                functions: np.ndarray | None = None) -> CFG:
+                functions: np.ndarray | None = None, cache: Any = None) -> CFG:
     """The CFG of every function of ``binary`` (a :class:`bbmap.binary.Binary`), or of
     the block-map ``functions`` given: the others are not disassembled (their blocks
     have no instructions and no successors), which is most of the time of a large
-    binary of which a profile touched a few functions."""
+    binary of which a profile touched a few functions.  ``cache``: a
+    :class:`bbmap.binary.disasm_cache.DisasmCache` to take the disassembly from (and add
+    to) instead of sweeping every time."""
     m = block_map if block_map is not None else binary.block_map
     B = m.num_blocks
     rng = np.repeat(np.arange(m.num_ranges, dtype=np.int64), np.diff(m.range_block_ptr))
@@ -181,8 +184,15 @@ def recover_cfg(binary: Any, block_map: BlockMap | None = None,
         fsel = np.zeros(m.num_functions, bool)
         fsel[np.asarray(functions, np.int64)] = True
         want = fsel[rfunc]
-    code = sweep_ranges(dis, data, binary.sections, m, range_section, start, range_end, want,
-                        cheap=True)
+    if cache is not None:
+        from bbmap.binary.disasm_cache import cached_sweep_rows
+
+        rows = cached_sweep_rows(cache, dis, data, binary.sections, m, range_section, start,
+                                 range_end, want)
+        code = code_table(dis, data, binary.sections, range_section, m.range_base, rows)
+    else:
+        code = sweep_ranges(dis, data, binary.sections, m, range_section, start, range_end,
+                            want, cheap=True)
     return _build(binary, m, code, dis, data, rng, bfunc, start, end, range_section)
 
 

@@ -28,6 +28,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -123,11 +124,12 @@ def timed(cmd: list[str]) -> float:
     return timed_cpu(cmd)[0]
 
 
-def timed_cpu(cmd: list[str]) -> tuple[float, float]:
+def timed_cpu(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one run of ``cmd``."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    sh(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sh(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+       env=None if env is None else {**os.environ, **env})
     dt = time.perf_counter() - t
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -160,9 +162,12 @@ def spread(ts: list[float]) -> str:
             f"  (n={len(ts)})")
 
 
-# (label, extra args): the formats pipelines read, the text report, and inference on/off
-IP_CASES = (("text", ["--inference", "off"]), ("json", ["--inference", "off"]),
-            ("csv", ["--inference", "off"]), ("json", []), ("csv", []))
+# (label, extra args, disassembly cache): the formats pipelines read, the text report,
+# inference off/on; with inference, a first run (an empty cache directory every run: it
+# disassembles and writes the cache) and a repeated run (the cache filled beforehand)
+IP_CASES = (("text", ["--inference", "off"], ""), ("json", ["--inference", "off"], ""),
+            ("csv", ["--inference", "off"], ""), ("json", [], "first run"),
+            ("csv", [], "first run"), ("json", [], "cached"), ("csv", [], "cached"))
 
 
 def bench_ip(d: str, exe: str, want: int, rounds: int, solver: str = "auto") -> None:
@@ -176,20 +181,31 @@ def bench_ip(d: str, exe: str, want: int, rounds: int, solver: str = "auto") -> 
     nfun = len(load_binary(exe).symbols)
     n = count_samples(data)
     cmds = {}
-    for fmt, extra in IP_CASES:
+    cached_dir = os.path.join(d, "disasm-cache")
+    shutil.rmtree(cached_dir, ignore_errors=True)
+    for fmt, extra, cache in IP_CASES:
         label = f"annotate --format {fmt}" + (" --inference off" if extra else
-                                              f" (inference auto, solver {solver})")
-        out = os.path.join(d, f"ip-{fmt}{'-noinf' if extra else ''}.out")
+                                              f" (inference auto, {solver}, {cache})")
+        tag = "-noinf" if extra else ("-first" if cache == "first run" else "")
+        out = os.path.join(d, f"ip-{fmt}{tag}.out")
         cmds[label] = (bbmap_cmd("annotate", data, exe, "--format", fmt, *extra,
-                                 "--inference-solver", solver, "-o", out), out)
+                                 "--inference-solver", solver, "-o", out), out, cache)
     perf = ["perf", "report", "--stdio", "-i", data]
     times: dict[str, list[float]] = {k: [] for k in [*cmds, "perf"]}
     cpu: dict[str, list[float]] = {k: [] for k in [*cmds, "perf"]}
     print(f"IP profile: {n} samples, binary with {nfun} function symbols ({data})")
+    timed_cpu(next(c for c, _o, k in cmds.values() if k == "cached"),
+              {"BBMAP_CACHE_DIR": cached_dir})  # fills the cache of the "cached" rows
     print("  load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for _ in range(rounds):
-        for k, cmd in [*((k, c) for k, (c, _o) in cmds.items()), ("perf", perf)]:
-            w, c = timed_cpu(cmd)
+        for k, cmd, cache in [*((k, c, x) for k, (c, _o, x) in cmds.items()),
+                              ("perf", perf, "")]:
+            first = tempfile.mkdtemp(prefix="bbmap-bench-cache-") if cache == "first run" \
+                else None
+            env = {"BBMAP_CACHE_DIR": first or cached_dir}
+            w, c = timed_cpu(cmd, env)
+            if first:
+                shutil.rmtree(first, ignore_errors=True)
             times[k].append(w)
             cpu[k].append(c)
     print("  load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
@@ -201,7 +217,12 @@ def bench_ip(d: str, exe: str, want: int, rounds: int, solver: str = "auto") -> 
         bc = statistics.median(cpu[k])
         print(f"  bbmap {k:52s}: {spread(times[k])}  cpu {bc:5.2f} s   ratio {b / p:5.2f}"
               f"  (min/min {min(times[k]) / min(times['perf']):.2f}, cpu {bc / pc:.2f})")
-    check_bytes(data, exe, {k: v[1] for k, v in cmds.items()}, solver)
+    check_bytes(data, exe, {k: v[1] for k, v in cmds.items() if v[2] != "first run"}, solver)
+    for fmt in ("json", "csv"):
+        with open(os.path.join(d, f"ip-{fmt}-first.out"), "rb") as a, \
+                open(os.path.join(d, f"ip-{fmt}.out"), "rb") as b:
+            print(f"  {fmt}: first-run and cached outputs are the same bytes: "
+                  f"{'yes' if a.read() == b.read() else 'NO'}")
 
 
 def check_bytes(data: str, exe: str, outs: dict[str, str], solver: str) -> None:

@@ -5,7 +5,10 @@ Shared helpers (corpus walkers, CLI runner, hand-built binary, generated maps...
 
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,12 @@ from helpers import (  # noqa: F401 - for tests written before helpers.py existe
     load_manifest,
     profile_cases,
 )
+
+# the CLI keeps a disassembly cache (bbmap/binary/disasm_cache.py): tests use their own,
+# not the user's ~/.cache, and leave nothing behind
+if not os.environ.get("BBMAP_CACHE_DIR"):
+    os.environ["BBMAP_CACHE_DIR"] = tempfile.mkdtemp(prefix="bbmap-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["BBMAP_CACHE_DIR"], True)
 
 
 @pytest.fixture(scope="session")

@@ -215,7 +215,8 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
              inference: str = "auto", solver: str = "auto",
              cluster_stats: bool = False, keep_going: bool = False,
              addresses: bool = False, address_only: bool = False,
-             force: bool = False, event: str | None = None) -> AnnotateResult:
+             force: bool = False, event: str | None = None,
+             disasm_cache: bool = False) -> AnnotateResult:
     """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged;
     aggregate files of ``bbmap.aggregate.store`` are added as they are) onto the blocks of
     ``binary``.  Raises :class:`BBMapError` for unreadable inputs (unless ``keep_going``:
@@ -236,6 +237,8 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
     sampled IPs off instruction starts, branch sources that are not branches, jump
     targets mid-block, past the stated threshold) is refused -- ``result.status`` is
     ``"refused"`` with the evidence as an error -- unless ``force``.
+    ``disasm_cache``: inference takes the binary's disassembly from the on-disk cache
+    (``bbmap.binary.disasm_cache``; the CLI's default) instead of sweeping it every time.
     """
     paths = expand_inputs(perf_paths)
     if not addresses and inference != "off":
@@ -251,7 +254,8 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
                       keep_going=keep_going, addresses=addresses,
                       address_only=address_only, event=event)
     session.add_all(paths, progress=progress)
-    return session.result(inference=inference, solver=solver, force=force)
+    return session.result(inference=inference, solver=solver, force=force,
+                          disasm_cache=disasm_cache)
 
 
 class Session:
@@ -438,7 +442,7 @@ class Session:
         return store.from_annotator(self.ann, self.records, **self._meta())
 
     def result(self, *, inference: str = "auto", solver: str = "auto",
-               force: bool = False) -> AnnotateResult:
+               force: bool = False, disasm_cache: bool = False) -> AnnotateResult:
         """The annotate result: diagnosis, warnings and inferred counts made from the raw
         counts and the per-profile evidence in canonical order."""
         from bbmap.aggregate.identity import ProfiledFile, resolve
@@ -467,7 +471,7 @@ class Session:
                          warnings=warnings)
         res.go_build_id = self.b.go.build_id if self.b.go is not None else None
         check_fit(res, self.b, ann.fit, force=force, matched_by=evidence.matched_by)
-        apply_inference(res, self.b, inference, solver=solver)
+        apply_inference(res, self.b, inference, solver=solver, disasm_cache=disasm_cache)
         return res
 
 
@@ -530,11 +534,12 @@ INFERENCE_MODES = ("off", "auto", "on")
 
 
 def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: ANN001
-                    *, solver: str = "auto") -> AnnotateResult:
+                    *, solver: str = "auto", disasm_cache: bool = False) -> AnnotateResult:
     """Fill ``block_count`` and the edge columns with counts inferred from the IP samples
     (``count_source = "inferred"``) when ``mode`` is ``on``, or ``auto`` and the result
     has no LBR counts.  Derived data: call it on merged raw counts, never store its output
-    as raw counts.  ``binary`` is the :class:`~bbmap.binary.Binary` the result maps to."""
+    as raw counts.  ``binary`` is the :class:`~bbmap.binary.Binary` the result maps to.
+    ``disasm_cache``: use the on-disk disassembly cache (unless ``BBMAP_NO_CACHE``)."""
     if mode not in INFERENCE_MODES:
         raise BBMapError(f"--inference must be one of {', '.join(INFERENCE_MODES)}, "
                          f"not {mode!r}")
@@ -547,10 +552,16 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     from bbmap.cfg import recover_cfg
     from bbmap.inference.counts import infer_counts
 
+    cache = None
+    if disasm_cache:
+        from bbmap.binary.disasm_cache import DisasmCache
+
+        cache = DisasmCache.from_env()
     try:
         # only the functions inference will solve (those with samples in their blocks):
         # the rest of a large binary is not disassembled
-        cfg = recover_cfg(binary, res.block_map, functions=sampled_functions(res))
+        cfg = recover_cfg(binary, res.block_map, functions=sampled_functions(res),
+                          cache=cache)
     except BBMapError as e:
         res.inference = {"status": "skipped", "reason": str(e)}
         res.warnings.append(Diagnostic(f"inference: {e}; counts not inferred",
@@ -560,6 +571,8 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     # undo where the interrupt put each sample (spec/inference.md)
     addr = getattr(res, "addresses", None)
     ip = (addr.ip_addr, addr.ip_samples) if addr is not None and len(addr.ip_addr) else None
+    if cache is not None:
+        res.notices.extend(cache.warnings)
     inf = infer_counts(cfg, res.block_samples, solver=solver, ip=ip)
     res.block_count = inf.block_count
     cf, ct, cc = _inferred_calls(cfg, inf.block_count)

@@ -89,6 +89,9 @@ class AnnotateResult:
     fit: dict | None = None  # does the profile fit the binary (aggregate/fit.py)
     inference: dict | None = None  # the inference quality report when count_source is
     # "inferred" (or why inference did not run)
+    # about this machine, not the inputs (a damaged disassembly cache): said on stderr by
+    # the CLI, never written into a report (outputs depend on the inputs only)
+    notices: list[str] = field(default_factory=list)
 
     @property
     def has_counts(self) -> bool:

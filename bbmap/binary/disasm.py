@@ -419,6 +419,29 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
                  m: object, range_section: np.ndarray, block_start: np.ndarray,
                  range_end: np.ndarray, want: np.ndarray | None = None,
                  cheap: bool = False) -> CodeTable:
+    """The :class:`CodeTable` of :func:`sweep_rows` (its docstring says how)."""
+    rows = sweep_rows(dis, data, sections, m, range_section, block_start, range_end, want,
+                      cheap)
+    return code_table(dis, data, sections, range_section, m.range_base, rows)  # type: ignore[attr-defined]
+
+
+@dataclass
+class SweptRows:
+    """What a sweep found, before it becomes a :class:`CodeTable`: the decoded rows with
+    their range, and per range whether its bytes were decoded and where the sweep ended;
+    ``bad``: (range, address) capstone could not decode."""
+
+    rows: Decoded
+    row_range: np.ndarray  # i8 per row
+    decoded: np.ndarray  # bool per range
+    end: np.ndarray  # u8 per range
+    bad: list[tuple[int, int]]
+
+
+def sweep_rows(dis: Disassembler, data: bytes | memoryview, sections: list,
+               m: object, range_section: np.ndarray, block_start: np.ndarray,
+               range_end: np.ndarray, want: np.ndarray | None = None,
+               cheap: bool = False) -> SweptRows:
     """Decode every range of block map ``m`` from the file bytes ``data``.
 
     ``sections`` are the file's :class:`~bbmap.binary.types.SectionInfo`; ``range_section``
@@ -540,6 +563,17 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
         d = Decoded(*(np.concatenate([getattr(p, f) for p in pieces])
                       for f in ("addr", "size", "kinds", "target", "cheap")))
         rng = np.concatenate(piece_range).astype(np.uint64)
+    return SweptRows(d, rng.astype(np.int64), decoded, ends, bad)
+
+
+def code_table(dis: Disassembler, data: bytes | memoryview, sections: list,
+               range_section: np.ndarray, range_base: np.ndarray, swept: SweptRows
+               ) -> CodeTable:
+    """Rows sorted by (range, offset) with the per-range facts: the table the checks
+    and the CFG search.  Rows may come in any order (several sweeps, a cache)."""
+    view = memoryview(data)
+    secs = {s.index: s for s in sections}
+    d, rng = swept.rows, swept.row_range.astype(np.uint64)
     base_col = range_base.astype(np.uint64)
     off = np.minimum(d.addr - base_col[rng.astype(np.int64)], np.uint64(OFFSET_MASK))
     key = (rng << np.uint64(RANGE_SHIFT)) | off
@@ -555,5 +589,5 @@ def sweep_ranges(dis: Disassembler, data: bytes | memoryview, sections: list,
         return dis.describe(raw, a)
 
     return CodeTable(key=key, start=d.addr, size=d.size, kinds=d.kinds, target=d.target,
-                     range_base=base_col, decoded=decoded, end=ends, bad=bad,
-                     describe=describe, cheap=d.cheap)
+                     range_base=base_col, decoded=swept.decoded, end=swept.end,
+                     bad=swept.bad, describe=describe, cheap=d.cheap)

@@ -34,6 +34,9 @@ _OPTIONS = (
                  show_default=True,
                  help="min-cost flow solver: auto = OR-Tools if installed "
                       "(pip install 'bbmap[inference]'), else the built-in one"),
+    click.option("--no-cache", "no_cache", is_flag=True,
+                 help="do not read or write the disassembly cache inference keeps per "
+                      "binary ($XDG_CACHE_HOME/bbmap/disasm; also BBMAP_NO_CACHE=1)"),
     click.option("--event", "event", default=None, metavar="NAME",
                  help="count only this event's samples (a profile of several events: "
                       "cpu-clock, or with perf's modifiers cpu-clock:u); default: all, summed"),
@@ -62,18 +65,19 @@ def profile_options_besides_debug_dir(fn: Callable[..., Any]) -> Callable[..., A
 def annotate_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
                     debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
                     inference_solver: str = "auto", force: bool = False,
-                    event: str | None = None) -> dict[str, Any]:
-    """The options as ``bbmap.annotate`` keyword arguments."""
+                    event: str | None = None, no_cache: bool = False) -> dict[str, Any]:
+    """The options as ``bbmap.annotate`` keyword arguments (the CLI keeps the disassembly
+    cache unless ``--no-cache``)."""
     return {"name_override": name, "pid": pid, "demangle": not no_demangle,
             "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr],
             "inference": inference, "solver": inference_solver, "force": force,
-            "event": event}
+            "event": event, "disasm_cache": not no_cache}
 
 
 def session_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
                    debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
                    inference_solver: str = "auto", force: bool = False,
-                   event: str | None = None) -> dict[str, Any]:
+                   event: str | None = None, no_cache: bool = False) -> dict[str, Any]:
     """The options that change raw counts, as ``bbmap.aggregate.api.Session`` keyword
     arguments (inference is derived: made when a result is, not stored in aggregates)."""
     return {"name_override": name, "pid": pid, "demangle": not no_demangle,
@@ -117,7 +121,10 @@ def split_inputs(inputs: tuple[str, ...], output: str | None, example: str
 
 def exit_if_failed(result: Any) -> None:
     """After the output is written: exit 1 with the reasons when it would be wrong or empty
-    (an ``AnnotateResult`` whose ``failed`` is set)."""
+    (an ``AnnotateResult`` whose ``failed`` is set).  Notices about this machine (a
+    damaged disassembly cache) are said first."""
+    for n in getattr(result, "notices", ()):
+        click.echo(f"bbmap: warning: {n}", err=True)
     if not result.failed:
         from bbmap.aggregate.fit import DOES_NOT_FIT
 

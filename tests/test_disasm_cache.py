@@ -1,0 +1,172 @@
+"""The disassembly cache (bbmap/binary/disasm_cache.py): a table assembled from it equals
+a fresh sweep's, entries grow by the ranges a run adds, and a bad cache never changes a
+result — corrupt, truncated, foreign, old-version entries are ignored with a warning and
+replaced; an unwritable directory is a warning; the directory stays under its bound;
+``BBMAP_NO_CACHE`` / ``--no-cache`` turn it off.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from helpers import PIE_BINARY, PIE_PROFILE, all_corpus_binaries
+
+from bbmap.binary import load_binary
+from bbmap.binary.disasm_cache import ENV_OFF, DisasmCache, default_dir
+from bbmap.cfg import recover_cfg
+
+BINARIES = all_corpus_binaries()
+CFG_FIELDS = ("term", "n_insn", "succ_ptr", "succ_block", "succ_kind", "unknown_succ",
+              "call_block", "call_addr", "call_target", "call_func", "tail_block",
+              "tail_func", "first_size", "first_kind", "first_row", "first_cheap")
+
+
+def _same_cfg(a, b) -> None:  # noqa: ANN001
+    for f in CFG_FIELDS:
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert a.notes == b.notes
+    assert [t.__dict__ for t in a.jump_tables] == [t.__dict__ for t in b.jump_tables]
+
+
+def _cfg_or_skip(b, **kw):  # noqa: ANN001, ANN202
+    from bbmap.errors import BBMapError
+
+    try:
+        return recover_cfg(b, **kw)
+    except BBMapError as e:
+        pytest.skip(str(e))
+
+
+@pytest.mark.skipif(not BINARIES, reason="corpus not built")
+@pytest.mark.parametrize("binary", BINARIES)
+def test_cached_equals_fresh_and_entries_grow(binary, tmp_path):
+    b = load_binary(binary)
+    m = b.block_map
+    fresh = _cfg_or_skip(b)
+    F = m.num_functions
+    half = np.arange(0, F, 2)
+    cache = DisasmCache(str(tmp_path))
+    # a run on every other function, then one on all: the second adds what was missing
+    part = recover_cfg(b, functions=half, cache=cache)
+    _same_cfg(part, recover_cfg(b, functions=half))
+    assert cache.hit_ranges == 0
+    whole = recover_cfg(b, cache=cache)
+    _same_cfg(whole, fresh)
+    # now everything is cached: nothing is swept, subsets are cut out of the entry
+    again = DisasmCache(str(tmp_path))
+    _same_cfg(recover_cfg(b, cache=again), fresh)
+    assert again.swept_ranges == 0 and again.hit_ranges == m.num_ranges
+    odd = np.arange(1, F, 2)
+    _same_cfg(recover_cfg(b, functions=odd, cache=again), recover_cfg(b, functions=odd))
+    assert not again.warnings and len(os.listdir(tmp_path)) == 1
+
+
+def _entry(tmp_path) -> str:  # noqa: ANN001
+    (name,) = [n for n in os.listdir(tmp_path) if n.endswith(".npz")]
+    return os.path.join(tmp_path, name)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "foreign", "version",
+                                    "inconsistent"])
+def test_a_bad_entry_is_ignored_with_a_warning_and_replaced(damage, tmp_path):
+    b = load_binary(PIE_BINARY)
+    fresh = recover_cfg(b)
+    recover_cfg(b, cache=DisasmCache(str(tmp_path)))
+    path = _entry(tmp_path)
+    raw = open(path, "rb").read()
+    if damage == "garbage":
+        raw = b"\x00not a cache entry" * 100
+    elif damage == "truncated":
+        raw = raw[: len(raw) // 2]
+    elif damage == "empty":
+        raw = b""
+    else:
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files}
+        if damage == "foreign":  # another binary's entry under this name
+            arrays["key"] = np.frombuffer(b"0" * 64, np.uint8)
+        elif damage == "version":
+            arrays["version"] = np.array([0], np.int64)
+        else:  # rows naming a range the entry does not cover
+            arrays["row_range"] = arrays["row_range"] + 10**6
+        np.savez(path, **arrays)
+        raw = None
+    if raw is not None:
+        open(path, "wb").write(raw)
+    cache = DisasmCache(str(tmp_path))
+    _same_cfg(recover_cfg(b, cache=cache), fresh)
+    assert len(cache.warnings) == 1 and "ignored" in cache.warnings[0], cache.warnings
+    assert path in cache.warnings[0]
+    good = DisasmCache(str(tmp_path))  # replaced by a good entry
+    _same_cfg(recover_cfg(b, cache=good), fresh)
+    assert not good.warnings and good.swept_ranges == 0
+
+
+def test_an_unwritable_directory_is_a_warning(tmp_path):
+    b = load_binary(PIE_BINARY)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    cache = DisasmCache(str(blocker / "cache"))
+    _same_cfg(recover_cfg(b, cache=cache), recover_cfg(b))
+    assert len(cache.warnings) == 1 and "cannot write" in cache.warnings[0]
+
+
+def test_the_directory_stays_under_its_bound(tmp_path):
+    b = load_binary(PIE_BINARY)
+    cache = DisasmCache(str(tmp_path))
+    recover_cfg(b, cache=cache)
+    size = os.path.getsize(_entry(tmp_path))
+    for i in range(5):  # older entries of other binaries
+        p = tmp_path / f"{i:064x}.npz"
+        p.write_bytes(b"x" * size)
+        os.utime(p, ns=(i * 10**9, i * 10**9))
+    small = DisasmCache(str(tmp_path), max_bytes=3 * size)
+    recover_cfg(b, functions=np.arange(1), cache=small)  # a hit: nothing written
+    other = tmp_path.parent / "other.elf"  # another binary (one byte more): a new entry
+    other.write_bytes(open(PIE_BINARY, "rb").read() + b"\0")
+    recover_cfg(load_binary(other), cache=small)  # ... and the directory trimmed
+    left = sorted(os.listdir(tmp_path))
+    total = sum(os.path.getsize(tmp_path / n) for n in left)
+    assert total <= 3 * size + os.path.getsize(tmp_path / max(
+        left, key=lambda n: os.path.getmtime(tmp_path / n)))
+    assert f"{0:064x}.npz" not in left and f"{1:064x}.npz" not in left  # oldest first
+
+
+def test_environment_and_cli_switch_it_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("BBMAP_CACHE_DIR", str(tmp_path / "c"))
+    assert default_dir() == str(tmp_path / "c")
+    monkeypatch.setenv(ENV_OFF, "1")
+    assert DisasmCache.from_env() is None
+    monkeypatch.delenv(ENV_OFF)
+    assert DisasmCache.from_env() is not None
+    assert DisasmCache.from_env(enabled=False) is None
+    monkeypatch.delenv("BBMAP_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_dir() == str(tmp_path / "xdg" / "bbmap" / "disasm")
+
+
+@pytest.mark.skipif(not os.path.exists(PIE_PROFILE), reason="corpus not built")
+def test_cli_output_is_the_same_with_a_cold_warm_corrupt_or_no_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BBMAP_CACHE_DIR", str(tmp_path / "cache"))
+    outs = []
+    for run in ("cold", "warm", "corrupt", "off"):
+        args = ["annotate", PIE_PROFILE, str(PIE_BINARY), "--inference", "on", "--format",
+                "json", "--inference-solver", "builtin"]
+        if run == "corrupt":
+            open(_entry(tmp_path / "cache"), "wb").write(b"junk")
+        if run == "off":
+            args.append("--no-cache")
+        from bbmap.cli import main
+
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 0, r.output
+        outs.append(r.stdout)
+        if run == "corrupt":
+            assert "disassembly cache entry" in r.stderr and "ignored" in r.stderr
+        else:
+            assert "disassembly cache" not in r.stderr
+    assert outs[0] == outs[1] == outs[2] == outs[3]
+    assert len(os.listdir(tmp_path / "cache")) == 1
