@@ -8,6 +8,7 @@ replaced; an unwritable directory is a warning; the directory stays under its bo
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,7 +77,7 @@ def test_a_bad_entry_is_ignored_with_a_warning_and_replaced(damage, tmp_path):
     fresh = recover_cfg(b)
     recover_cfg(b, cache=DisasmCache(str(tmp_path)))
     path = _entry(tmp_path)
-    raw = open(path, "rb").read()
+    raw = Path(path).read_bytes()
     if damage == "garbage":
         raw = b"\x00not a cache entry" * 100
     elif damage == "truncated":
@@ -95,7 +96,7 @@ def test_a_bad_entry_is_ignored_with_a_warning_and_replaced(damage, tmp_path):
         np.savez(path, **arrays)
         raw = None
     if raw is not None:
-        open(path, "wb").write(raw)
+        Path(path).write_bytes(raw)
     cache = DisasmCache(str(tmp_path))
     _same_cfg(recover_cfg(b, cache=cache), fresh)
     assert len(cache.warnings) == 1 and "ignored" in cache.warnings[0], cache.warnings
@@ -126,7 +127,7 @@ def test_the_directory_stays_under_its_bound(tmp_path):
     small = DisasmCache(str(tmp_path), max_bytes=3 * size)
     recover_cfg(b, functions=np.arange(1), cache=small)  # a hit: nothing written
     other = tmp_path.parent / "other.elf"  # another binary (one byte more): a new entry
-    other.write_bytes(open(PIE_BINARY, "rb").read() + b"\0")
+    other.write_bytes(Path(PIE_BINARY).read_bytes() + b"\0")
     recover_cfg(load_binary(other), cache=small)  # ... and the directory trimmed
     left = sorted(os.listdir(tmp_path))
     total = sum(os.path.getsize(tmp_path / n) for n in left)
@@ -156,7 +157,7 @@ def test_cli_output_is_the_same_with_a_cold_warm_corrupt_or_no_cache(tmp_path, m
         args = ["annotate", PIE_PROFILE, str(PIE_BINARY), "--inference", "on", "--format",
                 "json", "--inference-solver", "builtin"]
         if run == "corrupt":
-            open(_entry(tmp_path / "cache"), "wb").write(b"junk")
+            Path(_entry(tmp_path / "cache")).write_bytes(b"junk")
         if run == "off":
             args.append("--no-cache")
         from bbmap.cli import main
