@@ -110,12 +110,31 @@ def _basic(p: AddressProfile, view: BoltView, st: FdataStats) -> str:
     head = f"{NO_LBR} {events}".rstrip() if events else NO_LBR
     f, off, c = f[ok], off[ok], p.ip_samples[ok]
     order = np.lexsort((off, view.start[f])) if len(f) else np.zeros(0, np.int64)
-    names = view.names
-    lines = [head]
-    lines += [f"1 {names[a]} {b:x} {n}" for a, b, n in
-              zip(f[order].tolist(), off[order].tolist(), c[order].tolist())]
     st.samples_written = int(c.sum())
-    return "\n".join(lines) + "\n"
+    return head + "\n" + _rows_text(view.names, [f[order] + 1], [off[order]],
+                                     [c[order].astype(np.int64)])
+
+
+def _rows_text(names: list[str], funcs: list[np.ndarray], offs: list[np.ndarray],
+               nums: list[np.ndarray]) -> str:
+    """Lines ``LOC [LOC...] NUM [NUM...]``, one location ``1 NAME OFF`` per pair of
+    ``funcs`` (numbered from 1; 0 = ``0 [unknown] 0``) and ``offs``, laid out for all rows
+    at once by :func:`bbmap.outputs.columnar.render_rows` (no per-line Python string);
+    the names table holds only the functions written."""
+    from bbmap.outputs.columnar import UTF8_ERRORS, Dec, Field, Hex, Pick, render_rows
+
+    fs = [np.asarray(x, np.int64) for x in funcs]
+    used = sorted_unique(np.concatenate(fs))
+    tab = [f"1 {names[f - 1]} ".encode("utf-8", UTF8_ERRORS) if f else
+           f"0 {UNKNOWN} ".encode() for f in used.tolist()]
+    row: list[Field] = []
+    for f, o in zip(fs, offs):
+        o = np.where(f != 0, o, 0).astype(np.uint64)  # [unknown]: offset 0
+        row += [Pick(tab, np.searchsorted(used, f)), Hex(o), b" "]
+    for k, v in enumerate(nums):
+        row += [Dec(v), b" " if k + 1 < len(nums) else b"\n"]
+    text, _ = render_rows(len(fs[0]), row)
+    return text.decode("utf-8", UTF8_ERRORS)
 
 
 # rows: (owner function, from function (-1 unknown), from offset, to function, to offset,
@@ -214,27 +233,8 @@ def _write(rows: list[np.ndarray], view: BoltView) -> str:
             (fd + 1).astype(np.uint64), od.astype(np.uint64)]
     (ow, a, b, c, d), (m, n) = reduce_by_key(keys, [mis, cnt])
     order = np.lexsort((d, c, b, view.start[ow.astype(np.int64)]))
-    return _fdata_lines(view.names, a[order], b[order], c[order], d[order], m[order],
-                        n[order])
-
-
-def _fdata_lines(names: list[str], fsrc: np.ndarray, osrc: np.ndarray, fdst: np.ndarray,
-                 odst: np.ndarray, mis: np.ndarray, cnt: np.ndarray) -> str:
-    """``1 NAME OFF 1 NAME OFF MISPREDS COUNT`` per row (function ``0`` = ``[unknown]``,
-    written ``0 [unknown] 0``; functions numbered from 1), laid out for all rows at once
-    by :func:`bbmap.outputs.columnar.render_rows` (no per-line Python string)."""
-    from bbmap.outputs.columnar import UTF8_ERRORS, Dec, Hex, Pick, render_rows
-
-    fsrc, fdst = fsrc.astype(np.int64), fdst.astype(np.int64)
-    osrc = np.where(fsrc != 0, osrc, 0).astype(np.uint64)  # [unknown]: offset 0
-    odst = np.where(fdst != 0, odst, 0).astype(np.uint64)
-    used = sorted_unique(np.concatenate([fsrc, fdst]))  # only the names written
-    tab = [f"1 {names[f - 1]} ".encode("utf-8", UTF8_ERRORS) if f else
-           f"0 {UNKNOWN} ".encode() for f in used.tolist()]
-    isrc, idst = np.searchsorted(used, fsrc), np.searchsorted(used, fdst)
-    text, _ = render_rows(len(fsrc), [Pick(tab, isrc), Hex(osrc), b" ", Pick(tab, idst),
-                                      Hex(odst), b" ", Dec(mis), b" ", Dec(cnt), b"\n"])
-    return text.decode("utf-8", UTF8_ERRORS)
+    return _rows_text(view.names, [a[order], c[order]], [b[order], d[order]],
+                      [m[order], n[order]])
 
 
 # ============================================================ pre-aggregated
