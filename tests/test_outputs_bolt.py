@@ -142,6 +142,53 @@ def test_every_entry_is_a_trace_or_tallied(stacks) -> None:  # noqa: ANN001
     assert br_only <= sum(1 for s in kept if s)
 
 
+class _FlatSpace:
+    """An address space for :meth:`AddressAggregator.add_stacks_raw`: no mapping ever
+    changes; an address below 0x7000_0000 is in the binary at that vaddr."""
+
+    class pm:  # noqa: N801 - the attribute name add_stacks_raw asks for
+        @staticmethod
+        def constant_between(pids, seq, time) -> bool:  # noqa: ANN001
+            return True
+
+    @staticmethod
+    def classify(addr, pid, seq, cpumode, time):  # noqa: ANN001, ANN205
+        r = _resolved(addr, addr < 0x7000_0000)
+        return r.where, r.vaddr, r.dso
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 2),
+                          st.lists(st.tuples(st.sampled_from([0x1000, 0x1010, 0x2000,
+                                                              0x7100_0000, KERNEL_START + 8]),
+                                             st.sampled_from([0x1004, 0x1020, 0x7000_0000,
+                                                              KERNEL_START + 4]),
+                                             st.integers(0, 1)), max_size=6)),
+                min_size=1, max_size=8))
+def test_raw_stacks_reduce_to_the_resolved_path(samples) -> None:  # noqa: ANN001
+    """Reducing entries on runtime addresses first (per-sample pid/seq, samples with no
+    entry, kernel entries, several processes, mispredicted flags) gives what resolving
+    every entry gives."""
+    ent = [(k, e) for k, (_pid, s) in enumerate(samples) for e in s]
+    src = np.array([e[0] for _, e in ent], np.uint64)
+    dst = np.array([e[1] for _, e in ent], np.uint64)
+    flg = np.array([e[2] for _, e in ent], np.uint64)
+    stack = np.array([k for k, _ in ent], np.int64)
+    pid = np.array([p for p, _ in samples], np.int32)
+    counts = np.array([len(s) for _, s in samples])
+    live = None if counts.all() else counts > 0
+    ref, raw = AddressAggregator(), AddressAggregator()
+    ref.add_stacks(src, dst, flg, stack, _resolved(src, src < 0x7000_0000),
+                   _resolved(dst, dst < 0x7000_0000))
+    assert raw.add_stacks_raw(src, dst, flg, stack, pid, np.arange(len(samples)), None,
+                              _FlatSpace(), live)
+    a, b = ref.result(), raw.result()
+    for k in ("trace_from", "trace_to", "trace_end", "trace_count", "trace_mispred"):
+        assert getattr(a, k).tolist() == getattr(b, k).tolist(), k
+    assert (a.entries, a.kernel, a.external) == (b.entries, b.kernel, b.external)
+    b.check()
+
+
 def test_merge_is_order_free() -> None:
     a = _profile([(0x10, 0x20, 0x30, 2), (0x40, 0x50, END_BRANCH_ONLY, 1)])
     b = _profile([(0x10, 0x20, 0x30, 5), (0x60, 0x70, 0x80, 1)])

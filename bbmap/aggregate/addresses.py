@@ -381,8 +381,10 @@ class AddressAggregator:
             return True
         p = self.profile
         p.entries += n
-        kern = (src >= _U8(KERNEL_START)) | (dst >= _U8(KERNEL_START))
-        nk = int(kern.sum())
+        nk = 0
+        if int(src.max()) >= KERNEL_START or int(dst.max()) >= KERNEL_START:  # (two
+            kern = (src >= _U8(KERNEL_START)) | (dst >= _U8(KERNEL_START))  # reductions
+            nk = int(kern.sum())  # tell a user-only slice without a mask)
         p.kernel += nk
         if nk:
             idx = np.flatnonzero(~kern)
@@ -393,9 +395,10 @@ class AddressAggregator:
         else:  # no kernel entry: the columns as they are
             sf, sd = np.asarray(src, np.uint64), np.asarray(dst, np.uint64)
             s, fl = stack, flags
-        end = np.full(len(sf), END_BRANCH_ONLY, np.uint64)
-        same = s[1:] == s[:-1]  # entry j+1 is older than entry j of the same stack
-        end[1:][same] = sf[:-1][same]
+        end = np.empty(len(sf), np.uint64)  # entry j+1 is older than entry j: its end is
+        end[1:] = sf[:-1]  # j's source, unless j+1 begins a stack
+        end[0] = END_BRANCH_ONLY
+        end[1:][s[1:] != s[:-1]] = END_BRANCH_ONLY
         mis = ((fl & _U8(fmt.BRF_MISPRED)) != 0).view(np.uint8)
         keys = [sf, sd, end]
         if len(pids) > 1:
