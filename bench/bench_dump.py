@@ -17,8 +17,10 @@ runs alternate, best of ``--repeat``):
 
 Budgets (issue 17): ratio <= 1.0 on ``small``, <= 0.6 on ``real``; ``big`` is information.
 
-bbmap's bytecode is compiled first, as ``pip install`` does (this sandbox sets
-PYTHONDONTWRITEBYTECODE=1, which would otherwise recompile bbmap on every run).
+bbmap runs through the console script's entry point (``bbmap.__main__.run``, what the
+``bbmap`` command calls), its bytecode compiled first, as ``pip install`` does (this
+sandbox sets PYTHONDONTWRITEBYTECODE=1, which would otherwise recompile bbmap on every
+run).
 Inputs are cached under ``$BBMAP_BENCH_DIR`` (default /tmp/bbmap-bench).  Prints wall
 seconds (median, min, max) and CPU seconds for each tool, the ratios of the medians,
 and the machine's load average before and after.
@@ -153,7 +155,8 @@ def compile_bytecode() -> None:
 
 def bench(name: str, binary: Path, work: Path, repeat: int) -> float:
     """Both tools on ``binary``, in turn ``repeat`` times; the ratio of the medians."""
-    bb = [sys.executable, "-c", "from bbmap.cli import main; main()", "dump", "--json",
+    # the console script's entry point (what `bbmap` runs), with the venv's interpreter
+    bb = [sys.executable, "-c", "from bbmap.__main__ import run; run()", "dump", "--json",
           str(binary)]
     ro = [READOBJ, "--bb-addr-map", "--elf-output-style=JSON", str(binary)]
     tb, tr = [], []

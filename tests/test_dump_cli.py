@@ -69,3 +69,44 @@ def test_split_ranges_name_their_part_symbols(rel):
         assert "symbol" not in f["ranges"][0]
         for r in f["ranges"][1:]:
             assert parent_name(r["symbol"]) == f["name"], (f["name"], r["symbol"])
+
+
+def _console(*args, **kw):
+    """The console script's entry point (bbmap/__main__.py:run), in a fresh process."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", "from bbmap.__main__ import run; run()",
+                           *args], capture_output=True, **kw)
+
+
+def test_console_script_dump_ends_with_its_output_complete(tmp_path):
+    """dump lets the console script skip the interpreter's teardown: stdout, -o files
+    and stderr must still be complete, and the exit codes the usual ones."""
+    import shutil
+
+    _need(EH)
+    from bbmap.binary import load_binary
+    from bbmap.dump import iter_json
+
+    want = b"".join(iter_json(load_binary(EH)))
+    r = _console("dump", "--json", str(EH))
+    assert r.returncode == 0 and r.stdout == want and r.stderr == b""
+    out = tmp_path / "d.json"
+    r = _console("dump", "--json", "-o", str(out), str(EH))
+    assert r.returncode == 0 and out.read_bytes() == want
+    assert not list(tmp_path.glob(".bbmap-*"))
+    src = CORPUS / "handmade" / "crel.o"
+    _need(src)
+    bad = tmp_path / "crel.o"
+    shutil.copy(src, bad)
+    b = load_binary(bad)
+    data = bytearray(bad.read_bytes())
+    data[b.map_sections()[0].sh_offset] = 9  # an unknown version: an error, the rest kept
+    bad.write_bytes(bytes(data))
+    r = _console("dump", "--json", str(bad))
+    assert r.returncode == 1
+    assert r.stderr.decode().startswith("bbmap: error: ") and "version: 9" in r.stderr.decode()
+    assert json.loads(r.stdout)["functions"]
+    r = _console("dump", str(EH))  # the text table too
+    assert r.returncode == 0 and b"SHT_LLVM_BB_ADDR_MAP v5" in r.stdout

@@ -35,6 +35,23 @@ EXIT_USAGE = 2
 EXIT_FAILED = 3  # could not produce any output
 EXIT_SIGPIPE = 128 + 13  # stdout's reader went away (| head), as a shell reports SIGPIPE
 
+# A command whose process holds nothing that needs Python's shutdown (no thread left, no
+# temporary file, no atexit work of a library) calls allow_quick_exit() once its output
+# is complete: the console script (bbmap/__main__.py) then ends the process at once
+# instead of tearing the interpreter down (freeing every object and module: ~25 ms of
+# a 20,000-function `dump --json`'s ~0.2 s of CPU).  Library callers and CliRunner never
+# go through the console script, so they never exit early.
+_quick_exit = False
+
+
+def allow_quick_exit() -> None:
+    global _quick_exit
+    _quick_exit = True
+
+
+def quick_exit_allowed() -> bool:
+    return _quick_exit
+
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a click command body: errors become one line and an exit code."""

@@ -8,7 +8,14 @@ from typing import IO
 import click
 
 from bbmap.atomic import atomic_open
-from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main, refuse_output_over_input
+from bbmap.cli import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    allow_quick_exit,
+    guarded,
+    main,
+    refuse_output_over_input,
+)
 from bbmap.cli.options import debug_dir_option, output_option
 
 
@@ -71,4 +78,5 @@ def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
                    "SHT_LLVM_BB_ADDR_MAP section, .bb_info or LLVM 11 label symbols); "
                    "clang >= 19 emits one with -fbasic-block-address-map, clang 12-18 with "
                    "-fbasic-block-sections=labels", err=True)
+    allow_quick_exit()  # output written and closed, the writer thread joined
     sys.exit(EXIT_PROBLEMS if problems else EXIT_OK)
