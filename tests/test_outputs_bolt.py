@@ -351,6 +351,35 @@ def test_count_by_key_equals_its_definition(rows) -> None:  # noqa: ANN001
     assert _strictly_increasing(k) == (sorted(set(rows_k := [r[:3] for r in rows])) == rows_k)
 
 
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0x1000, 0x1001, 0x5555_5555_0000, 2**63 + 5,
+                                           2**64 - 2]),
+                          st.sampled_from([0, 0x1004, 0x5555_5555_0040, 2**64 - 1]),
+                          st.booleans(), st.integers(0, 1)), min_size=1, max_size=50))
+def test_trace_counts_equal_count_by_key_on_the_end_column(rows) -> None:  # noqa: ANN001
+    """The end-free trace key (end = previous entry's source, the sentinel where a stack
+    begins) gives count_by_key's rows and sums; None only when the key cannot fit."""
+    from bbmap.aggregate.addresses import count_by_key, trace_counts
+
+    src = np.array([r[0] for r in rows], np.uint64)
+    dst = np.array([r[1] for r in rows], np.uint64)
+    begins = np.array([j for j, r in enumerate(rows) if r[2] and j > 0], np.int64)
+    flag = np.array([r[3] for r in rows], np.uint8)
+    end = np.empty(len(rows), np.uint64)
+    end[1:] = src[:-1]
+    end[0] = END_BRANCH_ONLY
+    end[begins] = END_BRANCH_ONLY
+    want = count_by_key([src, dst, end], flag)
+    got = trace_counts(src, dst, begins, flag)
+    span = [int(c.max()) - int(c.min()) + 1 for c in (src, dst)]
+    if got is None:
+        assert span[0] * span[1] * (span[0] + 1) * (2 if flag.any() else 1) >= 1 << 64
+        return
+    for a, b in zip(got[0] + got[1], want[0] + want[1]):
+        assert a.tolist() == b.tolist()
+    assert got[1][0].dtype == got[1][1].dtype == np.int64
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0, 7, 2**63, 2**64 - 1]),
                           st.sampled_from([1, 2**40, 2**64 - 1]),

@@ -132,6 +132,56 @@ def count_by_key(keys: list[np.ndarray], flag: np.ndarray
     return decode(key[starts])[:-1], [count, flags]
 
 
+def trace_counts(src: np.ndarray, dst: np.ndarray, begins: np.ndarray, flag: np.ndarray
+                 ) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+    """``count_by_key([src, dst, end], flag)`` of raw LBR entries whose fall-through end
+    is the previous entry's source (``end[j] = src[j - 1]``), except at entry 0 and the
+    entries ``begins`` (sorted, > 0), which begin a stack (``END_BRANCH_ONLY``) -- with
+    the end column never made: its digit is the source's digit shifted by one entry,
+    the sentinel taking the digit after the sources' largest.  One mixed-radix key
+    (source, target, end, flag), built in six passes, sorted once.  None when the
+    digits do not fit in 64 bits (use :func:`count_by_key`)."""
+    n = len(src)
+    if not n:
+        return None
+    lo_a, hi_a = int(src.min()), int(src.max())
+    lo_b, hi_b = int(dst.min()), int(dst.max())
+    ra, rb = hi_a - lo_a + 1, hi_b - lo_b + 1
+    re_ = ra + 1  # the end: a source's digit, or the sentinel ``ra``
+    rm = 2 if bool(flag.any()) else 1
+    if ra * rb * re_ * rm >= 1 << 64:
+        return None
+    da = src - _U8(lo_a)
+    key = da * _U8(rb)  # arithmetic mod 2**64: every intermediate wrap is undone
+    key += dst  # by the end (the key itself fits)
+    key -= _U8(lo_b)
+    key *= _U8(re_)
+    key[1:] += da[:-1]
+    key[0] += _U8(ra)
+    if len(begins):
+        key[begins] += _U8(ra) - da[begins - 1]  # (da <= ra - 1: no wrap)
+    if rm == 2:
+        key <<= _U8(1)
+        key |= flag.astype(np.uint64)
+    key.sort()
+    row = key >> _U8(1) if rm == 2 else key
+    new = np.empty(n, bool)
+    new[0] = True
+    np.not_equal(row[1:], row[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    count = np.diff(np.append(starts, n)).astype(np.int64)
+    flags = (np.add.reduceat((key & _U8(1)).astype(np.int64), starts) if rm == 2
+             else np.zeros(len(starts), np.int64))
+    r = row[starts]
+    e = r % _U8(re_)
+    r = r // _U8(re_)
+    t = r % _U8(rb) + _U8(lo_b)
+    f = r // _U8(rb) + _U8(lo_a)
+    end = e + _U8(lo_a)
+    end[e == _U8(ra)] = _U8(END_BRANCH_ONLY)
+    return [f, t, end], [count, flags]
+
+
 def _packed(keys: list[np.ndarray]):  # noqa: ANN202 - (key, decode, digits) or None
     """The mixed-radix key of :func:`reduce_by_key`, or None when it does not fit.
 
@@ -395,15 +445,20 @@ class AddressAggregator:
         else:  # no kernel entry: the columns as they are
             sf, sd = np.asarray(src, np.uint64), np.asarray(dst, np.uint64)
             s, fl = stack, flags
-        end = np.empty(len(sf), np.uint64)  # entry j+1 is older than entry j: its end is
-        end[1:] = sf[:-1]  # j's source, unless j+1 begins a stack
-        end[0] = END_BRANCH_ONLY
-        end[1:][s[1:] != s[:-1]] = END_BRANCH_ONLY
+        begins = np.flatnonzero(s[1:] != s[:-1]) + 1  # entries that begin a stack (>0)
         mis = ((fl & _U8(fmt.BRF_MISPRED)) != 0).view(np.uint8)
-        keys = [sf, sd, end]
-        if len(pids) > 1:
-            keys = [np.asarray(pid)[s].astype(np.uint64), *keys]
-        rows, (c, m) = count_by_key(keys, mis)
+        got = trace_counts(sf, sd, begins, mis) if len(pids) == 1 else None
+        if got is not None:
+            rows, (c, m) = got
+        else:
+            end = np.empty(len(sf), np.uint64)  # entry j+1 is older than entry j: its
+            end[1:] = sf[:-1]  # end is j's source, unless j+1 begins a stack
+            end[0] = END_BRANCH_ONLY
+            end[begins] = END_BRANCH_ONLY
+            keys = [sf, sd, end]
+            if len(pids) > 1:
+                keys = [np.asarray(pid)[s].astype(np.uint64), *keys]
+            rows, (c, m) = count_by_key(keys, mis)
         rp = rows[0].astype(np.int64) if len(pids) > 1 else np.full(len(c), pids[0], np.int64)
         rf, rt, re = rows[-3:]
         k = len(c)
