@@ -106,6 +106,7 @@ class BoltView:
     def __init__(self, binary: Any) -> None:
         self.binary = binary
         self._data = getattr(binary, "_mm", None)
+        self._last_read: Any = None  # the section the last _read found its bytes in
         self.code_sections = [s for s in binary.sections
                               if s.is_exec and s.sh_size and s.sh_type != SHT_NOBITS]
         starts, sizes, names, kinds = [], [], [], []
@@ -177,15 +178,15 @@ class BoltView:
         idx, val, local = idx[order], val[order], local[order]
         nm = t.names_at(idx)
         seen: dict[str, int] = {}
-        for i, (v, n, loc) in enumerate(zip(val.tolist(), nm, local.tolist())):
+        for v, n, loc in zip(val.tolist(), nm, local.tolist()):
+            self._raw[v] = n
             if loc:
                 seen[n] = seen.get(n, 0) + 1
                 n = f"{n}{LOCAL_SEPARATOR}{seen[n]}"
-            starts.append(v)
-            sizes.append(int(t.size[idx[i]]))
             names.append(n)
-            kinds.append(K_SYMBOL)
-            self._raw[v] = nm[i]
+        starts += val.tolist()
+        sizes += t.size[idx].astype(np.int64).tolist()
+        kinds += [K_SYMBOL] * len(idx)
 
     def _split_without_relocations(self) -> set[int]:
         """Functions BOLT builds no CFG for: without ``--emit-relocs`` (no relocation
@@ -268,9 +269,16 @@ class BoltView:
         return any(s.sh_addr <= a < s.sh_addr + s.sh_size for s in self.code_sections)
 
     def _read(self, addr: int, n: int) -> bytes:
+        s = self._last_read  # functions come in address order: mostly the same section
+        if s is not None and s.sh_addr <= addr and addr + n <= s.sh_addr + s.sh_size:
+            off = s.sh_offset + addr - s.sh_addr
+            if self._data is not None:
+                return bytes(self._data[off:off + n])
+            return self.binary.section_data(s.index)[addr - s.sh_addr:addr - s.sh_addr + n]
         for s in self.binary.sections:
             if s.sh_type != SHT_NOBITS and s.sh_addr and s.sh_addr <= addr and \
                     addr + n <= s.sh_addr + s.sh_size:
+                self._last_read = s
                 off = s.sh_offset + addr - s.sh_addr
                 if self._data is not None:
                     return bytes(self._data[off:off + n])
@@ -304,25 +312,28 @@ class BoltView:
         if not want:
             return self._blocks if self._blocks is not None else _empty_blocks()
         dis = Disassembler(self.binary.machine, int(getattr(self.binary, "elfclass", 64)))
-        parts = []
-        for f in want:
-            s, n = int(self.start[f]), int(self.size[f])
-            d = dis.decode(self._read(s, n), s)
-            keep = d.addr + d.size.astype(np.uint64) <= np.uint64(s + n)
-            parts.append((f, d.addr[keep], d.kinds[keep], d.target[keep]))
-        new = self._build(parts)
+        decoded = [dis.decode(self._read(s, n), s) for s, n in
+                   zip(self.start[want].tolist(), self.size[want].tolist())]
+        # one set of columns; an instruction running past its function's end is dropped
+        fs = np.repeat(np.array(want, np.int64), [len(d.addr) for d in decoded])
+        addr = np.concatenate([d.addr for d in decoded])
+        keep = addr + np.concatenate([d.size for d in decoded]).astype(np.uint64) <= \
+            self.start[fs] + self.size[fs]
+        new = self._build(fs[keep], addr[keep],
+                          np.concatenate([d.kinds for d in decoded])[keep],
+                          np.concatenate([d.target for d in decoded])[keep], set(want))
         new.no_cfg = self.no_cfg & new.decoded
         self._blocks = new if self._blocks is None else _concat_blocks(self._blocks, new)
         return self._blocks
 
-    def _build(self, parts: list) -> BoltBlocks:
-        fs = np.concatenate([np.full(len(p[1]), p[0], np.int64) for p in parts])
-        addr = np.concatenate([p[1] for p in parts])
-        kind = np.concatenate([p[2] for p in parts]).astype(np.int64)
-        target = np.concatenate([p[3] for p in parts])
+    def _build(self, fs: np.ndarray, addr: np.ndarray, kind: np.ndarray, target: np.ndarray,
+               decoded: set[int]) -> BoltBlocks:
+        """BOLT's blocks of the decoded instructions (function ``fs`` of each, in address
+        order per function, functions ascending); ``decoded``: the functions decoded."""
+        kind = kind.astype(np.int64)
         n = len(addr)
         if not n:
-            return _empty_blocks(decoded={p[0] for p in parts})
+            return _empty_blocks(decoded=decoded)
         fstart, fend = self.start[fs], self.start[fs] + self.size[fs]
         first = np.ones(n, bool)
         first[1:] = fs[1:] != fs[:-1]
@@ -389,7 +400,7 @@ class BoltView:
         return BoltBlocks(func=bfunc, start=addr[bidx], last=addr[last], last_kind=lk,
                           falls=falls, func_first=dict(zip(ff.tolist(), fc.tolist())),
                           func_count=dict(zip(ff.tolist(), cnt.tolist())),
-                          ret_addr=np.sort(addr[kind == RET]), decoded={p[0] for p in parts})
+                          ret_addr=np.sort(addr[kind == RET]), decoded=decoded)
 
     def _table_targets(self, fs: np.ndarray, kind: np.ndarray, addr: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray]:
