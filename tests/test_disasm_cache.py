@@ -92,7 +92,7 @@ def test_a_bad_entry_is_ignored_with_a_warning_and_replaced(damage, tmp_path):
         elif damage == "version":
             arrays["version"] = np.array([0], np.int64)
         else:  # rows naming a range the entry does not cover
-            arrays["row_range"] = arrays["row_range"] + 10**6
+            arrays["run_range"] = arrays["run_range"] + 10**6
         np.savez(path, **arrays)
         raw = None
     if raw is not None:
@@ -171,3 +171,36 @@ def test_cli_output_is_the_same_with_a_cold_warm_corrupt_or_no_cache(tmp_path, m
             assert "disassembly cache" not in r.stderr
     assert outs[0] == outs[1] == outs[2] == outs[3]
     assert len(os.listdir(tmp_path / "cache")) == 1
+
+
+@pytest.mark.parametrize("n", [0, 1, 50])
+@pytest.mark.parametrize("wide", [False, True])
+def test_entry_rows_round_trip(n, wide, tmp_path):
+    """The compact layout (runs, offsets, targets only where present) gives back every row,
+    also with a range spanning more than 4 GiB and with no rows at all."""
+    from bbmap.binary.disasm import Decoded, SweptRows
+
+    rng = np.random.default_rng(n)
+    rr = np.sort(rng.integers(0, 5, n)).astype(np.int64)
+    addr = (0x400000 + np.arange(n, dtype=np.uint64) * 3 + rr.astype(np.uint64) * 0x1000)
+    if wide and n:
+        addr[-1] += np.uint64(1 << 33)
+    target = np.where(rng.random(n) < 0.3, rng.integers(0, 2**40, n), -1).astype(np.int64)
+    rows = Decoded(addr, rng.integers(1, 15, n).astype(np.uint8),
+                   rng.integers(0, 9, n).astype(np.uint8), target,
+                   rng.integers(0, 3, n).astype(np.uint8))
+    R = 6
+    decoded = np.zeros(R, bool)
+    decoded[:5] = True
+    end = np.arange(R, dtype=np.uint64) * np.uint64(7)
+    end[5] = 0
+    swept = SweptRows(rows, rr, decoded, end, [(1, 0x401000), (3, 0x403004)])
+    cache = DisasmCache(str(tmp_path))
+    covered = np.arange(5)
+    cache.store("k" * 64, covered, swept)
+    got_covered, got = cache.load("k" * 64, R)
+    assert np.array_equal(got_covered, covered) and not cache.warnings
+    for f in ("addr", "size", "kinds", "target", "cheap"):
+        assert np.array_equal(getattr(got.rows, f), getattr(rows, f)), f
+    assert np.array_equal(got.row_range, rr) and got.bad == swept.bad
+    assert np.array_equal(got.decoded, decoded) and np.array_equal(got.end[:5], end[:5])
