@@ -235,6 +235,21 @@ def test_cli_writes_deterministic_bolt_files(fmt: str, tmp_path) -> None:  # noq
         assert text.startswith(f"B {bid}:") and "\nF " in text
 
 
+@pytest.mark.parametrize("fmt", ["fdata", "bolt-preagg"])
+def test_console_script_quick_exit_writes_the_same_files(fmt: str, tmp_path) -> None:  # noqa: ANN001
+    """The real process (``python -m bbmap``, which may end without the interpreter's
+    teardown) writes what the in-process CLI writes, to -o and to stdout, exit 0."""
+    _, perf, binary = PIE
+    ref = tmp_path / "ref"
+    assert cli("annotate", "--format", fmt, "-o", str(ref), perf, binary)[0] == 0
+    run = [sys.executable, "-m", "bbmap", "annotate", "--format", fmt, perf, binary]
+    got = subprocess.run([*run, "-o", str(tmp_path / "p")], capture_output=True)
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "p").read_bytes() == ref.read_bytes()
+    out = subprocess.run(run, capture_output=True)
+    assert out.returncode == 0 and out.stdout == ref.read_bytes()
+
+
 def test_ip_only_fdata_and_preagg() -> None:
     if "c22-addrmap-pie-ip" not in IP:
         pytest.skip("IP corpus profile absent")
