@@ -23,6 +23,7 @@ from bbmap.aggregate.addresses import (
 from bbmap.aggregate.resolve import Resolved
 from bbmap.binary import load_binary
 from bbmap.buckets import IN_BLOCK, OTHER_DSO
+from bbmap.mappings import Mapping
 from bbmap.outputs.bolt import fdata_from_profile, preagg_from_profile
 from bbmap.outputs.bolt_view import BoltView
 from tests.helpers import CORPUS, cli, ip_profile_cases, profile_cases
@@ -144,31 +145,36 @@ def test_every_entry_is_a_trace_or_tallied(stacks) -> None:  # noqa: ANN001
 
 class _FlatSpace:
     """An address space for :meth:`AddressAggregator.add_stacks_raw`: no mapping ever
-    changes; an address below 0x7000_0000 is in the binary at that vaddr."""
+    changes; an address in [0x1000, 0x7000_0000) is in the binary at that vaddr."""
 
     class pm:  # noqa: N801 - the attribute name add_stacks_raw asks for
+        mappings = [Mapping(p, 0x1000, 0x7000_0000 - 0x1000, 0, "bin", None, (0, 0),
+                            is_binary=True) for p in (1, 2)]
+
         @staticmethod
         def constant_between(pids, seq, time) -> bool:  # noqa: ANN001
             return True
 
     @staticmethod
     def classify(addr, pid, seq, cpumode, time):  # noqa: ANN001, ANN205
-        r = _resolved(addr, addr < 0x7000_0000)
+        r = _resolved(addr, (addr >= 0x1000) & (addr < 0x7000_0000))  # = the mappings
         return r.where, r.vaddr, r.dso
 
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 2),
                           st.lists(st.tuples(st.sampled_from([0x1000, 0x1010, 0x2000,
-                                                              0x7100_0000, KERNEL_START + 8]),
+                                                              0x7100_0000, 0x7F00_0000_0010,
+                                                              KERNEL_START + 8]),
                                              st.sampled_from([0x1004, 0x1020, 0x7000_0000,
+                                                              0x7F00_0000_0000,
                                                               KERNEL_START + 4]),
                                              st.integers(0, 1)), max_size=6)),
                 min_size=1, max_size=8))
 def test_raw_stacks_reduce_to_the_resolved_path(samples) -> None:  # noqa: ANN001
     """Reducing entries on runtime addresses first (per-sample pid/seq, samples with no
-    entry, kernel entries, several processes, mispredicted flags) gives what resolving
-    every entry gives."""
+    entry, kernel entries, several processes, mispredicted flags, a far library whose
+    addresses are folded into one) gives what resolving every entry gives."""
     ent = [(k, e) for k, (_pid, s) in enumerate(samples) for e in s]
     src = np.array([e[0] for _, e in ent], np.uint64)
     dst = np.array([e[1] for _, e in ent], np.uint64)

@@ -182,6 +182,33 @@ def trace_counts(src: np.ndarray, dst: np.ndarray, begins: np.ndarray, flag: np.
     return [f, t, end], [count, flags]
 
 
+def binary_ranges(pm: Any, pid: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted disjoint ``[lo, hi)`` runtime ranges covering every mapping of the binary
+    that process ``pid`` ever had in ``pm`` (a ProfileMappings): an address outside them
+    is outside the binary at any moment, so it translates to :data:`EXTERNAL` whatever
+    it is."""
+    got = sorted((m.start, m.stop) for m in getattr(pm, "mappings", ())
+                 if m.is_binary and m.pid == pid)
+    lo: list[int] = []
+    hi: list[int] = []
+    for a, b in got:
+        if lo and a <= hi[-1]:
+            hi[-1] = max(hi[-1], b)
+        else:
+            lo.append(a)
+            hi.append(b)
+    return np.array(lo, np.uint64), np.array(hi, np.uint64)
+
+
+def outside_to(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, value: int) -> np.ndarray:
+    """``a`` with every value outside the ranges ``[lo, hi)`` replaced by ``value`` (one
+    of them too): the runtime addresses of other libraries, which only ever translate
+    to EXTERNAL, folded into one so the packed trace key keeps a narrow span."""
+    j = np.searchsorted(lo, a, side="right").astype(np.int64) - 1
+    inside = (j >= 0) & (a < hi[np.maximum(j, 0)])
+    return np.where(inside, a, _U8(value))
+
+
 def _packed(keys: list[np.ndarray]):  # noqa: ANN202 - (key, decode, digits) or None
     """The mixed-radix key of :func:`reduce_by_key`, or None when it does not fit.
 
@@ -448,6 +475,12 @@ class AddressAggregator:
         begins = np.flatnonzero(s[1:] != s[:-1]) + 1  # entries that begin a stack (>0)
         mis = ((fl & _U8(fmt.BRF_MISPRED)) != 0).view(np.uint8)
         got = trace_counts(sf, sd, begins, mis) if len(pids) == 1 else None
+        if got is None and len(pids) == 1:  # spans too wide: shared libraries' addresses
+            lo, hi = binary_ranges(space.pm, int(pids[0]))
+            if len(lo) and int(lo[0]) > 0:  # one value below the binary stands for them
+                low = int(lo[0]) - 1
+                got = trace_counts(outside_to(sf, lo, hi, low), outside_to(sd, lo, hi, low),
+                                   begins, mis)
         if got is not None:
             rows, (c, m) = got
         else:
