@@ -216,3 +216,10 @@ def test_junk_candidate_inside_a_record_is_walked_around():
     r, _ = decode_section_ref(inp)
     f, _ = decode_section_fast(inp)
     assert r.differences(f) == [] and f.num_functions == len(fns)
+    # many records spoiled by false candidates, clean ones between: the one-by-one walk
+    # takes growing bursts of records, the vectorized runs resume after them
+    many = [fn(0x1000 + 0x100 * k, [0, 5, 2, 3, 4] if k % 97 else [0, 1]) for k in range(700)]
+    inp = map_input("versioned", encode_section("versioned", many))
+    r, _ = decode_section_ref(inp)
+    f, _ = decode_section_fast(inp)
+    assert r.differences(f) == [] and f.num_functions == len(many)

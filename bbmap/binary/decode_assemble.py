@@ -77,8 +77,9 @@ class Columns(NamedTuple):
 
 def columns(w: Walk) -> Columns:
     """Join the records the general walk listed with the runs the inline walk of common
-    records (``_Walker.run_simple``) kept as columns; both are in file order, so records
-    sort by their start and ranges by their address field's offset."""
+    records (``_Walker.run_simple``) kept as columns; each is in file order (the runs
+    need not be in order among themselves), so records sort by their start and ranges
+    by their address field's offset."""
     F = len(w.f_off)
     R = sum(w.f_nr[:F])
     g = Columns(np.array(w.f_off, np.int64), np.array(w.f_ver[:F], np.int64),
@@ -96,8 +97,11 @@ def columns(w: Walk) -> Columns:
         [np.ones(n, np.int64)], [np.full(n, -1, np.int64)], [x.addr_at for x in s],
         [x.raw for x in s], [x.nb for x in s], [x.nb for x in s], [x.run for x in s])))]
     if not F:
-        return parts[1]
-    out = Columns(*(np.concatenate([p[i] for p in parts]) for i in range(len(g))))
+        out = parts[1]
+        if len(s) == 1 or bool((np.diff(out.f_off) > 0).all()):
+            return out  # (runs in file order: the usual case)
+    else:
+        out = Columns(*(np.concatenate([p[i] for p in parts]) for i in range(len(g))))
     fo = np.argsort(out.f_off, kind="stable")
     ro = np.argsort(out.r_addr_off, kind="stable")
     return Columns(*(col[fo] for col in out[:5]), *(col[ro] for col in out[5:]))

@@ -101,6 +101,10 @@ class _Candidates(NamedTuple):
 # Below this many chains still hopping, the rest are finished in Python (a numpy step
 # costs microseconds however few chains it moves; a big function has thousands of blocks).
 _PY_CHAINS = 64
+# At most this many records walked one by one between two vectorized attempts (see
+# _Walker.run_simple): a run of records spoiled by false candidates is walked at the
+# one-by-one walk's speed, and a good run after it waits at most this many records.
+_MAX_BURST = 1024
 
 
 def _hop_chains(V: np.ndarray, k0: np.ndarray, nb: np.ndarray, lim: np.ndarray
@@ -224,17 +228,28 @@ class _Walker:
         PGO); return where a record needing the general walk (or the end) starts.
 
         Versioned maps take whole runs of records from :meth:`_run_vectorized`; a
-        common record it cannot vouch for is walked here one at a time."""
+        common record it cannot vouch for is walked here one by one, and after each
+        vectorized attempt that makes no progress twice as many records as the last time
+        (up to ``_MAX_BURST``), so a section of records each holding a false candidate
+        costs about what the one-by-one walk costs.  The records walked one by one are
+        kept as one column run (no numpy call per record)."""
         if not versioned:
             return self._walk_simple(pos, versioned)
-        while pos < self.n:
-            pos = self._run_vectorized(pos)
-            if pos >= self.n:
-                break
-            nxt = self._walk_simple(pos, versioned, limit=1)
-            if nxt == pos:
-                break
-            pos = nxt
+        one_by_one: tuple[list[int], list[int]] = ([], [])
+        burst = 1
+        try:
+            while pos < self.n:
+                nxt = self._run_vectorized(pos)
+                burst = 1 if nxt != pos else min(2 * burst, _MAX_BURST)
+                pos = nxt
+                if pos >= self.n:
+                    break
+                nxt = self._walk_simple(pos, versioned, limit=burst, out=one_by_one)
+                if nxt == pos:
+                    break
+                pos = nxt
+        finally:
+            self._add_simple(*one_by_one, versioned)
         return pos
 
     def _candidates(self, version: int) -> _Candidates:
@@ -333,14 +348,16 @@ class _Walker:
             self._add_simple(c.pos[i:j], c.k0[i:j], True)
         return stop
 
-    def _walk_simple(self, pos: int, versioned: bool, limit: int = -1) -> int:
-        """The one-by-one walk of common records (at most ``limit`` of them, if >= 0)."""
+    def _walk_simple(self, pos: int, versioned: bool, limit: int = -1,
+                     out: tuple[list[int], list[int]] | None = None) -> int:
+        """The one-by-one walk of common records (at most ``limit`` of them, if >= 0);
+        the records' starts and first block tokens go to ``out`` if given, else to a
+        column run of their own."""
         data, n, T, Vm, bad = self.data, self.n, self.T, self.Vm, self.bad
         asz, ntok, little = self.asz, self.ntok, self.inp.little
         count = self.is_term.count
         kpos = bisect_left(T, pos)  # tokens ending before pos
-        starts: list[int] = []
-        firsts: list[int] = []
+        starts, firsts = out if out is not None else ([], [])
         s_pos, s_k0 = starts.append, firsts.append
         v = feat = hdr = 0
         # entries without IDs only in V0 (version 1 stops)
@@ -390,7 +407,8 @@ class _Walker:
         except IndexError:
             return pos
         finally:
-            self._add_simple(starts, firsts, versioned)
+            if out is None:
+                self._add_simple(starts, firsts, versioned)
         return pos
 
     def _add_simple(self, starts: list[int] | np.ndarray, firsts: list[int] | np.ndarray,
