@@ -32,23 +32,59 @@ class Terminated(BaseException):  # noqa: N818 - named for the signal, like Keyb
     like KeyboardInterrupt on SIGINT, so the temporary file is removed on the way out."""
 
 
+class _Held:
+    """While > 0, SIGTERM and SIGINT are noted, not raised: the few bytecodes between the
+    temporary file's creation (inside ``mkstemp``) and its name reaching the cleanup.  A
+    signal raised there left ``.bbmap-*.tmp`` behind (2 of 10 runs SIGTERMed the moment the
+    file appeared, at load 6).  Blocking the signal with ``pthread_sigmask`` would not do:
+    another thread may take it and the main thread still runs the handler."""
+
+    depth = 0
+    pending: BaseException | None = None
+
+
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """While writing: SIGTERM raises :class:`Terminated` instead of killing the process
-    with a temporary file left behind (only where the default action was in force)."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def raise_terminated(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    signal.signal(signal.SIGTERM, raise_terminated)
+def _held() -> Iterator[None]:
+    _Held.depth += 1
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _Held.depth -= 1
+        if not _Held.depth and _Held.pending is not None:
+            exc, _Held.pending = _Held.pending, None
+            raise exc
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While writing: SIGTERM raises :class:`Terminated` instead of killing the process
+    with a temporary file left behind (only where the default action was in force), and
+    SIGINT's KeyboardInterrupt (where Python's default handler is in force) waits, like
+    Terminated, until the temporary file's name is known."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    term = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    intr = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    def raise_later(signum: int, frame: object) -> None:
+        exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        if _Held.depth:
+            _Held.pending = _Held.pending or exc
+            return
+        raise exc
+
+    if term:
+        signal.signal(signal.SIGTERM, raise_later)
+    if intr:
+        signal.signal(signal.SIGINT, raise_later)
+    try:
+        yield
+    finally:
+        if term:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if intr:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextlib.contextmanager
@@ -91,28 +127,37 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
 
 def _write_renamed(path: str, real: str, st: os.stat_result | None, mode: str,
                    enc: str | None, errors: str | None) -> Iterator[IO]:
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".bbmap-", suffix=".tmp",
-                                   dir=os.path.dirname(real))
-    except OSError as e:
-        raise _output_error(path, e) from None
     if st is not None:
         perm = stat.S_IMODE(st.st_mode)  # replacing a file: keep its mode
     else:
         umask = os.umask(0)
         os.umask(umask)
         perm = 0o666 & ~umask  # mkstemp makes 0600; outputs get the usual mode
+    tmp: str | None = None
+    fd = -1
     try:
-        os.fchmod(fd, perm)
-        with os.fdopen(fd, mode, encoding=enc, errors=errors) as fh:
+        with _held():  # a signal now is raised once ``tmp`` is set (see _Held)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=".bbmap-", suffix=".tmp",
+                                           dir=os.path.dirname(real))
+            except OSError as e:
+                raise _output_error(path, e) from None
+            os.fchmod(fd, perm)
+            fh = os.fdopen(fd, mode, encoding=enc, errors=errors)
+            fd = -1  # the file object owns it now
+        with fh:
             yield fh
             fh.flush()
         # no fsync: the rename is what readers see atomically; forcing a few hundred MB of
         # JSON to disk before returning would cost more than producing it
         os.replace(tmp, real)
     except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         if isinstance(e, OSError):
             raise _output_error(path, e) from None
         raise
