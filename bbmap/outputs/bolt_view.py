@@ -139,6 +139,7 @@ class BoltView:
         self.no_cfg = self._split_without_relocations()
         self._blocks: BoltBlocks | None = None
         self._jump_targets: dict[int, list[int]] | None = None
+        self._tables_of: set[int] = set()  # functions whose jump tables were looked for
 
     # ------------------------------------------------------------------ table
     def _symbols(self, starts: list, sizes: list, names: list, kinds: list) -> None:
@@ -411,15 +412,27 @@ class BoltView:
             return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
         if self._jump_targets is None:
             self._jump_targets = {}
+        todo = [f for f in sorted_unique(fs[ij]).tolist() if f not in self._tables_of]
+        if todo:  # the jump tables of these functions only (recover_cfg's subset: the
+            self._tables_of.update(todo)  # rest of a big binary is not disassembled)
             try:
                 from bbmap.cfg import recover_cfg
 
-                cfg = recover_cfg(self.binary)
-                bs = cfg.block_start
-                for t in cfg.jump_tables:
-                    self._jump_targets[t.jump] = [int(bs[b]) for b in t.targets]
-            except Exception:  # noqa: BLE001 - no block map / no tables: no table targets
-                self._jump_targets = {}
+                m = self.binary.block_map
+                rfunc = np.repeat(np.arange(m.num_functions, dtype=np.int64),
+                                  np.diff(m.func_range_ptr))
+                base = m.range_base.astype(np.uint64)
+                lo = self.start[todo]
+                k = np.searchsorted(lo, base, side="right").astype(np.int64) - 1
+                inside = (k >= 0) & (base < (lo + self.size[todo])[np.maximum(k, 0)])
+                funcs = sorted_unique(rfunc[inside])  # block-map functions with a range
+                if len(funcs):  # in one of them (a split function's parts alike)
+                    cfg = recover_cfg(self.binary, functions=funcs)
+                    bs = cfg.block_start
+                    for t in cfg.jump_tables:
+                        self._jump_targets[t.jump] = [int(bs[b]) for b in t.targets]
+            except Exception:  # noqa: BLE001, S110 - no block map / no tables: no table
+                pass  # targets (absolute tables are still read below)
         out = []
         for i in ij.tolist():
             f = int(fs[i])
