@@ -94,8 +94,7 @@ def _write_aggregate(perf_paths: list[str], binary: str, output: str | None,
     """``--format aggregate``: the raw counts and provenance as Parquet (spec/aggregate.md);
     derived data (inference, diagnosis) is made when the aggregate is read."""
     from bbmap.aggregate.api import Session, expand_inputs
-    from bbmap.aggregate.store import write_aggregate
-    from bbmap.cli.profile_args import exit_if_incomplete, session_kwargs
+    from bbmap.cli.profile_args import session_kwargs, write_aggregate_or_keep
     from bbmap.errors import UsageError
 
     if not output:
@@ -104,8 +103,7 @@ def _write_aggregate(perf_paths: list[str], binary: str, output: str | None,
                       cluster_stats=True, hash_profiles=True, addresses=True)
     session.add_all(expand_inputs(perf_paths), progress=progress.update if progress else None)
     agg = session.aggregate()
-    write_aggregate(agg, output)
-    exit_if_incomplete(agg)
+    write_aggregate_or_keep(agg, output, binary, session_kwargs(**profile))
 
 
 def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool,  # noqa: ANN001

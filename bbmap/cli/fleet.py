@@ -54,7 +54,7 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
       bbmap fleet 'profiles/*.data' ./app --local-workers 4 -o fleet.parquet
     """
     from bbmap.cli import refuse_output_over_input
-    from bbmap.cli.profile_args import exit_if_incomplete, session_kwargs
+    from bbmap.cli.profile_args import session_kwargs, write_aggregate_or_keep
     from bbmap.errors import UsageError
     from bbmap.fleet.run import expand_profiles, run_fleet
 
@@ -77,15 +77,13 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
     finally:
         if bar:
             bar.close()
-    from bbmap.aggregate.store import write_aggregate
-
-    write_aggregate(run.aggregate, output)
     click.echo(f"bbmap: {run.profiles} profiles in {run.tasks} tasks and {run.merges} merges "
                f"on {run.workers} workers: {run.seconds:.1f} s "
                f"({run.profiles / max(run.seconds, 1e-9):.0f} profiles/s)", err=True)
     for line in losses(run):
         click.echo(f"bbmap: {line}", err=True)
-    if json_out:
+
+    def write_json() -> None:
         from bbmap.aggregate.api import Session
         from bbmap.atomic import write_atomic
         from bbmap.outputs.jsonout import render_json
@@ -94,7 +92,9 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
         s.add_aggregate(run.aggregate, output)
         write_atomic(json_out, render_json(s.result(inference=profile["inference"],
                                                     solver=profile["inference_solver"])))
-    exit_if_incomplete(run.aggregate)
+
+    write_aggregate_or_keep(run.aggregate, output, binary, opts,
+                            (write_json,) if json_out else ())
 
 
 def losses(run: Any) -> list[str]:

@@ -106,6 +106,50 @@ def exit_if_incomplete(agg: Any) -> None:
     sys.exit(EXIT_PROBLEMS)
 
 
+def aggregate_maps_nothing(agg: Any) -> bool:
+    """No sample and no branch of the aggregate landed in the binary: no block row, no edge,
+    no instruction address (what ``status == "nothing_mapped"`` is for a result)."""
+    if len(agg.blocks.index) or len(agg.edges.index):
+        return False
+    a = agg.addresses
+    return a is None or not (int(a.ip_samples.sum()) or int(a.trace_count.sum()))
+
+
+def write_aggregate_or_keep(agg: Any, output: str, binary: str, session_opts: dict,
+                            extra_outputs: tuple[Callable[[], None], ...] = ()) -> None:
+    """Write the aggregate (and ``extra_outputs``) and exit as its contents say: an
+    aggregate that maps nothing is said, with why (the diagnosis of a result made from it),
+    never replaces an existing ``-o`` (a pipeline keeps its last good aggregate) and exits
+    1; one missing unreadable profiles exits 1 (``exit_if_incomplete``)."""
+    from bbmap.aggregate.store import write_aggregate
+    from bbmap.cli.options import keep_previous
+
+    if not aggregate_maps_nothing(agg):
+        write_aggregate(agg, output)
+        for write in extra_outputs:
+            write()
+        exit_if_incomplete(agg)
+        return
+    reasons = []
+    try:
+        from bbmap.aggregate.api import Session
+
+        s = Session(binary, **session_opts)
+        s.add_aggregate(agg, output)
+        reasons = [d for d in s.result(inference="off").warnings if d.severity == "error"]
+    except Exception:  # noqa: BLE001 - the diagnosis is a courtesy; the verdict stands
+        pass
+    for d in reasons:
+        click.echo(f"bbmap: error: {d}", err=True)
+    n = len(agg.profiles)
+    click.echo(f"bbmap: error: nothing mapped: no sample or branch of the {n} "
+               f"profile{'s' * (n != 1)} lies in a block of {binary}", err=True)
+    if keep_previous(output):
+        write_aggregate(agg, output)
+    exit_if_incomplete(agg)
+    sys.exit(EXIT_PROBLEMS)
+
+
 def split_inputs(inputs: tuple[str, ...], output: str | None, example: str
                  ) -> tuple[list[str], str]:
     """``PERF_DATA... BINARY`` -> (profiles, binary), refusing what would go wrong."""
