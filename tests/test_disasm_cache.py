@@ -204,3 +204,31 @@ def test_entry_rows_round_trip(n, wide, tmp_path):
         assert np.array_equal(getattr(got.rows, f), getattr(rows, f)), f
     assert np.array_equal(got.row_range, rr) and got.bad == swept.bad
     assert np.array_equal(got.decoded, decoded) and np.array_equal(got.end[:5], end[:5])
+
+
+@pytest.mark.skipif(not os.path.exists(PIE_PROFILE), reason="corpus not built")
+@pytest.mark.parametrize("fmt", ["json", "csv", "text"])
+def test_console_script_quick_exit_keeps_output_cache_and_warnings(fmt, tmp_path):
+    """The real process (``python -m bbmap``, which ends without the interpreter's teardown
+    for these formats) writes what the in-process CLI writes, leaves a whole cache entry
+    behind, and still says on stderr that a damaged entry was replaced."""
+    import subprocess
+    import sys
+
+    from bbmap.cli import main
+
+    env = {**os.environ, "BBMAP_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["annotate", "--format", fmt, "--inference", "on", "--inference-solver", "builtin",
+            PIE_PROFILE, str(PIE_BINARY)]
+    ref = CliRunner().invoke(main, [*args, "--no-cache"])
+    assert ref.exit_code == 0, ref.output
+    for run in ("cold", "warm", "corrupt"):
+        if run == "corrupt":
+            Path(_entry(tmp_path / "cache")).write_bytes(b"junk")
+        got = subprocess.run([sys.executable, "-m", "bbmap", *args], capture_output=True,
+                             env=env, cwd=tmp_path)
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == ref.stdout_bytes
+        assert (b"ignored" in got.stderr) == (run == "corrupt"), got.stderr
+    with np.load(_entry(tmp_path / "cache")) as z:  # a whole entry, readable
+        assert int(z["version"][0]) >= 1

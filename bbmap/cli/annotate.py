@@ -82,7 +82,9 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
                    debug_dirs=kwargs["debug_dirs"])
     if result.status != "refused":  # does not fit the binary: nothing written (the evidence
         write_output(text, output, keep_existing=result.status == "nothing_mapped")  # below)
-    if fmt in BOLT_FORMATS:  # output complete; no thread, temporary file or cache left
+    if fmt in BOLT_FORMATS or fmt in ("json", "csv", "text"):  # output complete; no
+        # thread, temporary file or cache left (the disassembly cache, when inference ran,
+        # was written and renamed before rendering)
         from bbmap.cli import allow_quick_exit
 
         allow_quick_exit()  # (no teardown of the interpreter and its arrays: ~30 ms)
