@@ -71,7 +71,7 @@ def _entry(tmp_path) -> str:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "foreign", "version",
-                                    "inconsistent"])
+                                    "inconsistent", "huge-header", "object"])
 def test_a_bad_entry_is_ignored_with_a_warning_and_replaced(damage, tmp_path):
     b = load_binary(PIE_BINARY)
     fresh = recover_cfg(b)
@@ -91,10 +91,23 @@ def test_a_bad_entry_is_ignored_with_a_warning_and_replaced(damage, tmp_path):
             arrays["key"] = np.frombuffer(b"0" * 64, np.uint8)
         elif damage == "version":
             arrays["version"] = np.array([0], np.int64)
-        else:  # rows naming a range the entry does not cover
+        elif damage == "inconsistent":  # rows naming a range the entry does not cover
             arrays["run_range"] = arrays["run_range"] + 10**6
+        elif damage == "object":  # a pickled array (refused: allow_pickle=False)
+            arrays["ranges"] = np.array([object()], dtype=object)
         np.savez(path, **arrays)
         raw = None
+        if damage == "huge-header":  # a member whose header claims 2**40 elements
+            import zipfile
+
+            with zipfile.ZipFile(path) as zf:
+                members = {n: zf.read(n) for n in zf.namelist()}
+            head = members["ranges.npy"]
+            members["ranges.npy"] = head.replace(
+                b"'shape': (", b"'shape': (1099511627776, ", 1).replace(b", ,", b",")
+            with zipfile.ZipFile(path, "w") as zf:
+                for n, data in members.items():
+                    zf.writestr(n, data)
     if raw is not None:
         Path(path).write_bytes(raw)
     cache = DisasmCache(str(tmp_path))

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import zipfile
 
 import numpy as np
 
@@ -110,13 +109,14 @@ class DisasmCache:
                 got = {k: z[k] for k in z.files}
         except (FileNotFoundError, NotADirectoryError):
             return None
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
-            self.warnings.append(f"disassembly cache entry {p} is unreadable ({e}); "
-                                 "ignored, the binary is disassembled again")
+        except Exception as e:  # noqa: BLE001 - whatever a damaged file does, it is a miss
+            self.warnings.append(f"disassembly cache entry {p} is unreadable "
+                                 f"({type(e).__name__}: {e}); ignored, the binary is "
+                                 "disassembled again")
             return None
         try:
             out = _validate(got, key, num_ranges)
-        except ValueError as e:
+        except Exception as e:  # noqa: BLE001 - ValueError for what the checks catch
             self.warnings.append(f"disassembly cache entry {p} is not valid ({e}); "
                                  "ignored, the binary is disassembled again")
             return None
