@@ -128,14 +128,18 @@ class PerfWriter:
 
     def add_mmap2(self, pid: int, tid: int, start: int, length: int, pgoff: int,
                   filename: str, prot: int = 5, flags: int = 2, build_id: str | None = None,
-                  time: int = 0, cpumode: int = 2) -> None:
+                  time: int = 0, cpumode: int = 2,
+                  inode: tuple[int, int, int, int] | None = None) -> None:
+        """``inode`` is (maj, min, ino, ino_generation) as another machine's perf recorded
+        it; without it (and without ``build_id``) the fields are zero."""
         misc = cpumode
         if build_id is not None:
             raw = bytes.fromhex(build_id)[:20]
             u = {"build_id_size": len(raw), "build_id": raw.ljust(20, b"\0")}
             misc |= fmt.MISC_MMAP_BUILD_ID
         else:
-            u = {"maj": 0, "min": 0, "ino": 0, "ino_generation": 0}
+            maj, mnr, ino, gen = inode or (0, 0, 0, 0)
+            u = {"maj": maj, "min": mnr, "ino": ino, "ino_generation": gen}
         if not prot & fmt.PROT_EXEC:
             misc |= fmt.MISC_MMAP_DATA
         body = fmt.Mmap2Body.build({"pid": pid, "tid": tid, "start": start, "len": length,
