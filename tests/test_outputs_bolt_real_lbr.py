@@ -192,3 +192,20 @@ def test_perf_script_prints_the_texts_mappings(tmp: str) -> None:
     want = re.findall(r"PERF_RECORD_MMAP2 .*",
                       (INPUTS / "cs-preinline-cost.perfscript").read_text())
     assert got == want and len(got) == 8
+
+
+def test_block_path_on_a_binary_without_block_map(tmp: str) -> None:
+    """These binaries have no .llvm_bb_addr_map: the block path must say so (exit 1 with
+    the rebuild hint), not fail indexing block 0 of an empty map (it did: a traceback in
+    the library, a misleading "cannot decode" from the CLI); its branch buckets agree
+    with the fdata tallies: the 16 ld.so entries are ``other_dso``."""
+    from click.testing import CliRunner
+
+    from bbmap.cli import main
+
+    perf, binary, _ = converted("cs-preinline-cost", tmp)
+    r = annotate([str(perf)], str(binary), addresses=True, inference="off")
+    b = r.accounting.branch_buckets()
+    assert (b["in_block"], b["in_function_no_block"], b["other_dso"]) == (0, 15920, 16)
+    res = CliRunner().invoke(main, ["annotate", str(perf), str(binary)])
+    assert res.exit_code == 1 and "no basic-block address map" in res.output, res.output

@@ -269,6 +269,9 @@ class BranchAggregator:
         reason[~ok] = R_NOT_IN_BLOCK
         s = np.where(ok, r_start.block[i_start], 0)
         e = np.where(ok, r_end.block[i_end], 0)
+        if not ok.any():  # e.g. a binary with no block map: block 0 does not exist
+            self.acct.add_ranges(reason)
+            return stack[:0], s[:0], s[:0], e[:0]
         va_s, va_e = r_start.vaddr[i_start], r_end.vaddr[i_end]
         todo = reason == R_VALID
         bad = todo & ((va_s > va_e) | (s > e))
