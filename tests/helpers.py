@@ -10,8 +10,13 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import re
+import shutil
+import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
 from functools import cache
 from pathlib import Path
@@ -436,3 +441,31 @@ def pictures(svg: str) -> dict[str, ET.Element]:
     root = ET.fromstring(svg)
     return {g.get("data-name"): g for g in root.iter(f"{NS}g")
             if g.get("class") == "function"}
+
+
+# perf2bolt-22, the oracle of BOLT's formats (tests/test_outputs_bolt_*.py).
+PERF2BOLT = shutil.which("perf2bolt-22")
+
+
+def run_perf2bolt(perf: str | Path, binary: str | Path, *extra: str,
+                  cwd: str | Path | None = None) -> tuple[str, str, int]:
+    """(fdata, stdout+stderr, exit status) of perf2bolt-22 on one profile; ``cwd`` where
+    it runs (it looks for a profile's binaries by name there), else a scratch directory."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "out.fdata")
+        r = subprocess.run([PERF2BOLT, *extra, "-p", str(perf), "-o", out, str(binary)],
+                           capture_output=True, text=True, timeout=300, cwd=cwd or d)
+        text = Path(out).read_text() if os.path.exists(out) else ""
+    return text, r.stdout + r.stderr, r.returncode
+
+
+def fdata_lines(text: str) -> collections.Counter:
+    """An fdata file's lines as a multiset (perf2bolt writes them in hash order)."""
+    return collections.Counter(ln for ln in text.splitlines() if ln.strip())
+
+
+def perf2bolt_tally(log: str, what: str) -> int:
+    """One of the counters perf2bolt prints (``WHAT: N``)."""
+    m = re.search(rf"{what}: (\d+)", log)
+    assert m, f"perf2bolt printed no '{what}'"
+    return int(m.group(1))

@@ -10,14 +10,9 @@ perf2bolt's fdata of the perf.data.  Skipped when perf2bolt-22 or perf is absent
 
 from __future__ import annotations
 
-import collections
-import os
 import re
 import shutil
-import subprocess
-import tempfile
 from functools import cache
-from pathlib import Path
 
 import pytest
 
@@ -25,9 +20,11 @@ from bbmap.aggregate import annotate
 from bbmap.binary import load_binary
 from bbmap.outputs.bolt import fdata_from_profile, preagg_from_profile
 from bbmap.outputs.bolt_view import BoltView
-from tests.helpers import ip_profile_cases, profile_cases
+from tests.helpers import PERF2BOLT, ip_profile_cases, profile_cases, run_perf2bolt
+from tests.helpers import fdata_lines as lines
+from tests.helpers import perf2bolt_tally as tally
 
-P2B = shutil.which("perf2bolt-22")
+P2B = PERF2BOLT
 pytestmark = pytest.mark.skipif(P2B is None or shutil.which("perf") is None,
                                 reason="needs perf2bolt-22 and perf")
 
@@ -44,23 +41,7 @@ KEEP_DUPLICATE = {"c22-addrmap-nopie-lbr-skylake"}
 
 @cache
 def perf2bolt(perf: str, binary: str, *extra: str) -> tuple[str, str, int]:
-    """(fdata, stdout+stderr, exit status) of perf2bolt-22 on one profile."""
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "out.fdata")
-        r = subprocess.run([P2B, *extra, "-p", perf, "-o", out, binary], capture_output=True,
-                           text=True, timeout=300, cwd=d)
-        text = Path(out).read_text() if os.path.exists(out) else ""
-    return text, r.stdout + r.stderr, r.returncode
-
-
-def lines(text: str) -> collections.Counter:
-    return collections.Counter(ln for ln in text.splitlines() if ln.strip())
-
-
-def tally(log: str, what: str) -> int:
-    m = re.search(rf"{what}: (\d+)", log)
-    assert m, f"perf2bolt printed no '{what}'"
-    return int(m.group(1))
+    return run_perf2bolt(perf, binary, *extra)
 
 
 @cache

@@ -19,7 +19,6 @@ or the fetch script's cache.  Skipped when they, perf2bolt-22 or perf are absent
 
 from __future__ import annotations
 
-import collections
 import os
 import re
 import shutil
@@ -29,18 +28,20 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from helpers import CORPUS
 
 from bbmap.aggregate import annotate
 from bbmap.binary import load_binary
 from bbmap.outputs.bolt import fdata_from_profile
 from bbmap.outputs.bolt_view import BoltView
+from tests.helpers import CORPUS, PERF2BOLT, run_perf2bolt
+from tests.helpers import fdata_lines as lines
+from tests.helpers import perf2bolt_tally as tally
 
 sys.path.insert(0, str(CORPUS / "tools"))
 import fetch_profgen_inputs  # noqa: E402
 import perfscript_to_perfdata as p2p  # noqa: E402
 
-P2B = shutil.which("perf2bolt-22")
+P2B = PERF2BOLT
 INPUTS = Path(os.environ.get("BBMAP_LLVM_PROFGEN_INPUTS")
               or fetch_profgen_inputs.DEFAULT_CACHE / fetch_profgen_inputs.INPUTS)
 pytestmark = [
@@ -83,21 +84,7 @@ def converted(name: str, tmp: str) -> tuple[Path, Path, p2p.Script]:
 
 @cache
 def perf2bolt(perf: Path, binary: Path) -> tuple[str, str, int]:
-    out = perf.with_name("p2b.fdata")
-    r = subprocess.run([P2B, "-p", str(perf), "-o", str(out), str(binary)],
-                       capture_output=True, text=True, timeout=300, cwd=perf.parent)
-    text = out.read_text() if out.exists() else ""
-    return text, r.stdout + r.stderr, r.returncode
-
-
-def lines(text: str) -> collections.Counter:
-    return collections.Counter(ln for ln in text.splitlines() if ln.strip())
-
-
-def tally(log: str, what: str) -> int:
-    m = re.search(rf"{what}: (\d+)", log)
-    assert m, f"perf2bolt printed no '{what}'"
-    return int(m.group(1))
+    return run_perf2bolt(perf, binary, cwd=perf.parent)
 
 
 @pytest.fixture(scope="module")
