@@ -326,6 +326,11 @@ import bbmap.atomic
 from bbmap.atomic import write_atomic
 from bbmap.cli import guarded
 
+# as an interactive run has them: a shell's background job inherits SIGINT ignored, and
+# bbmap leaves an ignored SIGINT alone (what this test is not about)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
 real_mkstemp = tempfile.mkstemp
 
 def mkstemp_then_signal(*a, **k):  # the signal lands as the file exists, before its name
