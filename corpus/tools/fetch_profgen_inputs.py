@@ -32,11 +32,8 @@ DEFAULT_CACHE = Path("/work/cache/llvm16-src")
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def fetch(cache: Path) -> Path:
