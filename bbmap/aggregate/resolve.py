@@ -96,17 +96,10 @@ class IndexResolver:
                 time: np.ndarray | None = None) -> Resolved:
         from bbmap import index as ix
 
-        n = len(addr)
-        out = empty_resolved(n)
-        if n == 0:
-            return out
-        where, vaddr, dso = self.space.classify(addr, pid, seq, cpumode, time)
-        out.where[:] = where
-        out.dso[:] = np.where(where == OTHER_DSO, dso, -1)
-        inb = np.flatnonzero(where == OUTSIDE_FUNCTION)
+        out = self.resolve_binary(addr, pid, seq, cpumode, time)  # stage 0, then the index
+        inb = np.flatnonzero(out.where == OUTSIDE_FUNCTION)
         if len(inb):
-            va = np.asarray(vaddr)[inb].astype(np.uint64)
-            out.vaddr[inb] = va
+            va = out.vaddr[inb]
             if direction is None or direction == "from":
                 lk = self.index.lookup(va)
             else:
