@@ -165,17 +165,9 @@ def recover_cfg(binary: Any, block_map: BlockMap | None = None,
     to) instead of sweeping every time."""
     m = block_map if block_map is not None else binary.block_map
     B = m.num_blocks
-    rng = np.repeat(np.arange(m.num_ranges, dtype=np.int64), np.diff(m.range_block_ptr))
+    rng, start, end, range_end = sweep_bounds(m)
     rfunc = np.repeat(np.arange(m.num_functions, dtype=np.int64), np.diff(m.func_range_ptr))
     bfunc = rfunc[rng] if B else np.zeros(0, np.int64)
-    start = (m.range_base[rng] + m.block_offset).astype(np.uint64) if B else \
-        np.zeros(0, np.uint64)
-    end = (start + m.block_size).astype(np.uint64)
-    range_end = m.range_base.astype(np.uint64).copy()
-    nz = np.flatnonzero(np.diff(m.range_block_ptr) > 0)
-    if len(nz):
-        range_end[nz] = np.maximum(np.maximum.reduceat(end, m.range_block_ptr[nz]),
-                                   range_end[nz])
     dis = Disassembler(binary.machine, int(getattr(binary, "elfclass", 64)))
     data = _file_bytes(binary)
     range_section = _range_sections(binary, m)
@@ -194,6 +186,21 @@ def recover_cfg(binary: Any, block_map: BlockMap | None = None,
         code = sweep_ranges(dis, data, binary.sections, m, range_section, start, range_end,
                             want, cheap=True)
     return _build(binary, m, code, dis, data, rng, bfunc, start, end, range_section)
+
+
+def sweep_bounds(m: BlockMap) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each block's range, start and end address, and each range's end (its last block's
+    end, at least its base): where the sweep of a range must reach."""
+    rng = np.repeat(np.arange(m.num_ranges, dtype=np.int64), np.diff(m.range_block_ptr))
+    start = (m.range_base[rng] + m.block_offset).astype(np.uint64) if len(rng) else \
+        np.zeros(0, np.uint64)
+    end = (start + m.block_size).astype(np.uint64)
+    range_end = m.range_base.astype(np.uint64).copy()
+    nz = np.flatnonzero(np.diff(m.range_block_ptr) > 0)
+    if len(nz):
+        range_end[nz] = np.maximum(np.maximum.reduceat(end, m.range_block_ptr[nz]),
+                                   range_end[nz])
+    return rng, start, end, range_end
 
 
 def _file_bytes(binary: Any) -> bytes | mmap.mmap:

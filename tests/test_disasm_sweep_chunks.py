@@ -18,19 +18,12 @@ from helpers import all_corpus_binaries
 import bbmap.binary.disasm as disasm
 from bbmap.binary import load_binary
 from bbmap.binary.disasm import Disassembler, sweep_ranges
-from bbmap.cfg import _file_bytes, _range_sections
+from bbmap.cfg import _file_bytes, _range_sections, sweep_bounds
 
 
 def _table(b, want, share, chunk=disasm.SWEEP_CHUNK_BYTES):  # noqa: ANN001, ANN202
     m = b.block_map
-    rng = np.repeat(np.arange(m.num_ranges), np.diff(m.range_block_ptr))
-    start = (m.range_base[rng] + m.block_offset).astype(np.uint64)
-    end = (start + m.block_size).astype(np.uint64)
-    range_end = m.range_base.astype(np.uint64).copy()
-    nz = np.flatnonzero(np.diff(m.range_block_ptr) > 0)
-    if len(nz):
-        range_end[nz] = np.maximum(np.maximum.reduceat(end, m.range_block_ptr[nz]),
-                                   range_end[nz])
+    _, start, _, range_end = sweep_bounds(m)
     old = disasm.SECTION_SWEEP_SHARE, disasm.SWEEP_CHUNK_BYTES
     disasm.SECTION_SWEEP_SHARE, disasm.SWEEP_CHUNK_BYTES = share, chunk
     try:
