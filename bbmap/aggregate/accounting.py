@@ -59,8 +59,15 @@ class Accounting:
     dso_branches: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------- adding
-    def add_samples(self, where: np.ndarray, period: np.ndarray) -> None:
-        self.samples += np.bincount(where, minlength=len(BUCKETS))[: len(BUCKETS)]
+    def add_samples(self, where: np.ndarray, period: np.ndarray,
+                    count: np.ndarray | None = None) -> None:
+        """One sample per row, or ``count[i]`` samples whose periods sum to ``period[i]``
+        (distinct keys of a batch, bbmap.aggregate.distinct)."""
+        if count is None:
+            self.samples += np.bincount(where, minlength=len(BUCKETS))[: len(BUCKETS)]
+        else:  # float weights are exact: a batch's counts are far below 2**53
+            self.samples += np.bincount(where, weights=count, minlength=len(BUCKETS)
+                                        )[: len(BUCKETS)].astype(np.int64)
         # exact integer sums (a float bincount would round large periods)
         for k in np.unique(where).tolist():
             self.period[k] += np.uint64(period[where == k].sum(dtype=np.uint64))
@@ -72,12 +79,19 @@ class Accounting:
         self.ranges += np.bincount(reason, minlength=len(RANGE_REASONS))[: len(RANGE_REASONS)]
 
     @staticmethod
-    def add_named(table: dict[str, int], dso: np.ndarray, names: list[str]) -> None:
-        """Count DSO indexes (>= 0) by name into ``table``."""
-        dso = dso[dso >= 0]
+    def add_named(table: dict[str, int], dso: np.ndarray, names: list[str],
+                  weights: np.ndarray | None = None) -> None:
+        """Count DSO indexes (>= 0) by name into ``table`` (``weights``: samples per row)."""
+        ok = dso >= 0
+        dso = dso[ok]
         if not len(dso):
             return
-        ids, counts = np.unique(dso, return_counts=True)
+        if weights is None:
+            ids, counts = np.unique(dso, return_counts=True)
+        else:
+            w = np.bincount(dso, weights=weights[ok]).astype(np.int64)
+            ids = np.flatnonzero(w)
+            counts = w[ids]
         for i, c in zip(ids.tolist(), counts.tolist()):
             name = names[i] if i < len(names) else f"dso#{i}"
             table[name] = table.get(name, 0) + c

@@ -376,15 +376,18 @@ class AddressAggregator:
         self._event_ids: set[int] = set()
 
     # ---------------------------------------------------------------- batches
-    def add_ips(self, r: Resolved, event: np.ndarray) -> None:
+    def add_ips(self, r: Resolved, event: np.ndarray, count: np.ndarray | None = None
+                ) -> None:
         """Samples whose IP ``r`` resolved into the binary (any of the three in-binary
-        buckets: BOLT counts samples in PLT stubs and unnamed code too)."""
-        self.profile.samples += len(r.where)
+        buckets: BOLT counts samples in PLT stubs and unnamed code too).  ``count``: row
+        ``i`` stands for that many samples (a batch's distinct keys, distinct.py)."""
+        self.profile.samples += len(r.where) if count is None else int(count.sum())
         inb = np.flatnonzero(r.where <= OUTSIDE_FUNCTION)
         if not len(inb):
             return
         (a,), (c,) = reduce_by_key([r.vaddr[inb].astype(np.uint64)],
-                                   [np.ones(len(inb), np.int64)])
+                                   [np.ones(len(inb), np.int64) if count is None
+                                    else count[inb]])
         self._ips.append((a, c))
         self._ip_rows += len(a)
         if len(event):

@@ -16,6 +16,7 @@ import numpy as np
 
 from bbmap.aggregate.accounting import Accounting
 from bbmap.aggregate.addresses import AddressAggregator
+from bbmap.aggregate.distinct import Distinct, distinct_samples
 from bbmap.aggregate.explain import Evidence, diagnose
 from bbmap.aggregate.fit import DOES_NOT_FIT, MISMATCH_THRESHOLD, FitCollector, judge_fit
 from bbmap.aggregate.functions import FunctionTable
@@ -67,6 +68,9 @@ class Annotator:
         self.branches.address_only = address_only
         self.no_block_funcs = np.zeros(self.functions.num_keys, np.int64)
         self.fit = FitCollector()  # does the profile fit the binary (fit.py)
+        # IP samples resolved once per distinct (pid, ip) where the mappings allow it
+        # (distinct.py); False: each on its own (the reference the tests compare with)
+        self.distinct = True
         self.branches.fit = self.fit
 
     def add_batch(self, batch: SampleBatch, resolver: Resolver) -> None:
@@ -76,17 +80,11 @@ class Annotator:
                                             batch.cpumode, batch.time)
                 self.addresses.add_ips(r, batch.event)
         elif len(batch):
-            r = resolver.resolve(batch.ip, batch.pid, batch.seq, batch.cpumode, None,
-                                 batch.time)
-            self.samples.add(r, batch.period, resolver.dso_names)
-            if self.addresses is not None:
-                self.addresses.add_ips(r, batch.event)
-            self.fit.add_ips(r)
-            nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
-            if len(nb):
-                k = self.functions.key_at(r.vaddr[nb], r.func[nb])
-                k = k[k >= 0]
-                self.no_block_funcs += np.bincount(k, minlength=len(self.no_block_funcs))
+            d = distinct_samples(batch, resolver) if self.distinct else None
+            if d is not None:
+                self._add_distinct(batch, d, resolver)
+            else:
+                self._add_each(batch, resolver)
         if batch.has_branches:
             # slices of at most MAX_BRANCH_SLICE entries keep the per-entry temporaries
             # (resolved ends, keys) bounded whatever the stack depth
@@ -102,12 +100,43 @@ class Annotator:
                                   resolver, batch.time[i:j])
                 i = j
 
+    def _add_each(self, batch: SampleBatch, resolver: Resolver) -> None:
+        """The IP samples of a batch, each resolved on its own."""
+        r = resolver.resolve(batch.ip, batch.pid, batch.seq, batch.cpumode, None, batch.time)
+        self.samples.add(r, batch.period, resolver.dso_names)
+        if self.addresses is not None:
+            self.addresses.add_ips(r, batch.event)
+        self.fit.add_ips(r)
+        nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
+        if len(nb):
+            k = self.functions.key_at(r.vaddr[nb], r.func[nb])
+            k = k[k >= 0]
+            self.no_block_funcs += np.bincount(k, minlength=len(self.no_block_funcs))
+
+    def _add_distinct(self, batch: SampleBatch, d: Distinct, resolver: Resolver) -> None:
+        """The IP samples of a batch, resolved once per distinct key (``distinct.py``) and
+        added with their weights: the same counts and buckets as :meth:`_add_each`."""
+        r = resolver.resolve(d.ip, d.pid, d.seq, None, None, d.time)
+        self.samples.add_rows(r, d.count, d.period, resolver.dso_names)
+        if self.addresses is not None:
+            self.addresses.add_ips(r, d.event, d.count)
+        if self.fit.wants_ips:  # the first in-block samples, in sample order
+            self.fit.add_ips(d.expand(r))
+        nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
+        if len(nb):
+            k = self.functions.key_at(r.vaddr[nb], r.func[nb])
+            ok = k >= 0
+            self.no_block_funcs += np.bincount(k[ok], weights=d.count[nb][ok],
+                                               minlength=len(self.no_block_funcs)
+                                               ).astype(np.int64)
+
     def fresh(self) -> Annotator:
         """An empty annotator sharing this one's tables (to aggregate one profile apart)."""
-        return Annotator(self.block_map, None, drop_duplicate_newest=self.drop_duplicate_newest,
-                         _tables=(self.functions, self.geom), cluster_stats=self.cluster_stats,
-                         addresses=self.addresses is not None,
-                         address_only=self.address_only)
+        a = Annotator(self.block_map, None, drop_duplicate_newest=self.drop_duplicate_newest,
+                      _tables=(self.functions, self.geom), cluster_stats=self.cluster_stats,
+                      addresses=self.addresses is not None, address_only=self.address_only)
+        a.distinct = self.distinct
+        return a
 
     def merge(self, other: Annotator) -> None:
         """Add the counts of an annotator made by :meth:`fresh`."""

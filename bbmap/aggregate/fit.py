@@ -50,6 +50,11 @@ class FitCollector:
         self.br: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self.n_br = 0
 
+    @property
+    def wants_ips(self) -> int:
+        """How many more sample IPs the evidence takes (0: it has enough)."""
+        return max(0, FIT_SAMPLE - self.n_ip)
+
     def add_ips(self, r: Any) -> None:  # a bbmap.aggregate.resolve.Resolved
         room = FIT_SAMPLE - self.n_ip
         if room <= 0:

@@ -43,6 +43,9 @@ class MappingsSpace:
         # OUTSIDE_FUNCTION until the index refines it
         return c.where, c.vaddr, c.dso
 
+    def constant_between(self, pids, seq, time=None) -> bool:  # noqa: ANN001
+        return self.pm.constant_between(pids, seq, time)
+
 
 DAMAGED = "the profile is damaged or truncated:"  # said first: it explains what follows
 

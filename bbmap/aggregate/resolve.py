@@ -74,6 +74,15 @@ class IndexResolver:
     def dso_names(self) -> list[str]:
         return self.space.dso_names
 
+    def constant_between(self, pids: list[int], seq: np.ndarray,
+                         time: np.ndarray | None = None) -> bool:
+        """Whether every address of ``pids`` resolves the same at every one of these
+        moments (no mapping begins or ends among them): then a batch may be resolved once
+        per distinct address (:mod:`bbmap.aggregate.distinct`).  False when the address
+        space cannot tell."""
+        check = getattr(self.space, "constant_between", None)
+        return bool(check(pids, seq, time)) if check is not None else False
+
     def resolve_binary(self, addr: np.ndarray, pid: np.ndarray, seq: np.ndarray,
                        cpumode: np.ndarray | None, time: np.ndarray | None = None
                        ) -> Resolved:

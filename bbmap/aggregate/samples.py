@@ -61,3 +61,32 @@ class SampleAggregator:
             if ok.any():
                 self.func_samples += np.bincount(k[ok], minlength=len(self.func_samples))
                 _add_weighted(self.func_period, k[ok], period[inbin][ok])
+
+    def add_rows(self, r: Resolved, count: np.ndarray, period: np.ndarray,
+                 dso_names: list[str]) -> None:
+        """:meth:`add` for a batch reduced to distinct keys (bbmap.aggregate.distinct): row
+        ``i`` stands for ``count[i]`` samples whose periods sum to ``period[i]`` (u8, as a
+        u8 sum of theirs).  Same totals, buckets and per-block/per-function sums."""
+        self.acct.total_samples += int(count.sum())
+        self.acct.total_period += int(period.sum(dtype=np.uint64))
+        self.acct.add_samples(r.where, period, count)
+        other = r.where == OTHER_DSO
+        if other.any():
+            Accounting.add_named(self.acct.dso_samples, r.dso[other], dso_names, count[other])
+
+        inb = np.flatnonzero(r.where == IN_BLOCK)
+        if len(inb):  # float weights are exact: a batch's counts are far below 2**53
+            b = r.block[inb]
+            self.block_samples += np.bincount(b, weights=count[inb],
+                                              minlength=len(self.block_samples)
+                                              ).astype(np.int64)
+            _add_weighted(self.block_period, b, period[inb])
+        inbin = np.flatnonzero(r.where <= OUTSIDE_FUNCTION)  # the three in-binary codes
+        if len(inbin):
+            k = self.functions.key_at(r.vaddr[inbin], r.func[inbin])
+            ok = k >= 0
+            if ok.any():
+                self.func_samples += np.bincount(k[ok], weights=count[inbin][ok],
+                                                 minlength=len(self.func_samples)
+                                                 ).astype(np.int64)
+                _add_weighted(self.func_period, k[ok], period[inbin][ok])
