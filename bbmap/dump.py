@@ -164,22 +164,60 @@ _CS_OPEN = b',"callsite_offsets":['
 _HASH_KEY = b',"hash":'
 _TAIL_PRE = [b"", b""]
 _TAIL_POST = [b"}", _CS_OPEN + b"]}"]  # (by "has the callsite feature")
+# A block with exactly one callsite offset below CS_KEYS (and no hash) -- most callsite
+# blocks of compiler output: the call is near the block's end, the block is short --
+# takes its whole tail ``size,"callsite_offsets":[c]}`` from a second keyed table (key
+# c, value the size), sizes below CS_SIZE_CAP; the others are laid out by _block_tails.
+CS_KEYS = 32
+CS_SIZE_CAP = 256
 
 
-def _block_tails(m: BlockMap, feats_per_block: np.ndarray, b0: int, b1: int
-                 ) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+def _single_callsite_table(m: BlockMap) -> KeyedDecimals:
+    """The tails of one-callsite blocks (see ``CS_KEYS``), for the offsets and sizes
+    that occur in ``m`` (a superset of those the table is asked for)."""
+    cs = m.callsite_offsets
+    keys = cs[cs < CS_KEYS].astype(np.int64)
+    post = [_CS_OPEN + b"%d]}" % c for c in range(CS_KEYS)]
+    return KeyedDecimals([b""] * CS_KEYS, post, keys,
+                         m.block_size if len(keys) else keys, cap=CS_SIZE_CAP)
+
+
+def _block_tails(m: BlockMap, feats_per_block: np.ndarray, b0: int, b1: int,
+                 singles: KeyedDecimals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The end of each block of ``b0..b1-1`` from its size on: whether it has the
     callsite feature (its tail is then ``size,"callsite_offsets":[]}`` if it has no
     callsite, else ``size}``), and the blocks with callsites or a hash with their
-    tails, laid out in one byte buffer (digit counts, cumulative offsets, digits by
-    vectorized div/mod) and cut per block.  ``feats_per_block`` covers the same blocks."""
+    tails (an object array): one-callsite blocks from the ``singles`` table, the others
+    laid out in one byte buffer (digit counts, cumulative offsets, digits by vectorized
+    div/mod) and cut per block.  ``feats_per_block`` covers the same blocks."""
     cs_flag = (feats_per_block & FEAT_CALLSITE_OFFSETS) != 0
     hash_flag = (feats_per_block & FEAT_BB_HASH) != 0
     ptr = m.block_cs_ptr[b0:b1 + 1]
     ncs = np.diff(ptr)
     which = np.flatnonzero((cs_flag & (ncs > 0)) | hash_flag)
+    out_tails = np.empty(len(which), dtype=object)
     if not len(which):
-        return cs_flag, which, []
+        return cs_flag, which, out_tails
+    one = np.flatnonzero((ncs[which] == 1) & ~hash_flag[which])
+    if len(one):
+        first = m.callsite_offsets[ptr[which[one]]]
+        sizes = m.block_size[b0 + which[one]]
+        keep = (first < CS_KEYS) & (sizes < singles.size)
+        one, first, sizes = one[keep], first[keep], sizes[keep]
+        out_tails[one] = singles.texts(first.astype(np.int64), sizes)
+    laid = np.ones(len(which), "?")
+    laid[one] = False
+    rest = np.flatnonzero(laid)
+    if len(rest):
+        out_tails[rest] = _laid_out_tails(m, cs_flag, hash_flag, ptr, ncs, b0, which[rest])
+    return cs_flag, which, out_tails
+
+
+def _laid_out_tails(m: BlockMap, cs_flag: np.ndarray, hash_flag: np.ndarray,
+                    ptr: np.ndarray, ncs: np.ndarray, b0: int, which: np.ndarray
+                    ) -> list[bytes]:
+    """The tails of blocks ``b0 + which`` laid out in one byte buffer (see
+    :func:`_block_tails`)."""
     n = ncs[which]
     has_cs = cs_flag[which]
     has_hash = hash_flag[which]
@@ -221,7 +259,7 @@ def _block_tails(m: BlockMap, feats_per_block: np.ndarray, b0: int, b1: int
     put_digits(out, h_start + len(_HASH_KEY) + h_dig, hashes, h_dig)
     out[start[1:] - 1] = ord("}")
     buf = out.tobytes()
-    return cs_flag, which, [buf[a:b] for a, b in zip(start[:-1].tolist(), start[1:].tolist())]
+    return [buf[a:b] for a, b in zip(start[:-1].tolist(), start[1:].tolist())]
 
 
 def _gaps(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
@@ -391,9 +429,10 @@ def iter_json(binary: Binary, part: tuple[int, int] | None = None) -> Iterator[b
     with_blocks = np.diff(fptr[f0:f1 + 1]) > 0
     cs_funcs = ((feats[f0:f1][with_blocks] & FEAT_CALLSITE_OFFSETS) != 0).view(np.uint8)
     ends = KeyedDecimals(_TAIL_PRE, _TAIL_POST, cs_funcs, m.block_size[b0:b1])
+    singles = _single_callsite_table(m)
     groups = [(g, min(f1, g + FUNC_GROUP)) for g in range(f0, f1, FUNC_GROUP)] or [(f0, f1)]
     for g0, g1 in groups:
-        yield from _part_json(binary, m, disp, tails, feats, fptr, heads, ends,
+        yield from _part_json(binary, m, disp, tails, feats, fptr, heads, ends, singles,
                               lead if g0 == f0 else ",", trail if g1 == f1 else "", g0, g1)
 
 
@@ -405,14 +444,14 @@ FUNC_GROUP = 4096
 
 def _part_json(binary: Binary, m: BlockMap, disp: list[str | None], tails: list[str],
                feats: np.ndarray, fptr: np.ndarray, heads: KeyedDecimals,
-               ends: KeyedDecimals, lead: str, trail: str, f0: int, f1: int
-               ) -> Iterator[bytes]:
+               ends: KeyedDecimals, singles: KeyedDecimals, lead: str, trail: str,
+               f0: int, f1: int) -> Iterator[bytes]:
     """The text of functions ``f0..f1-1`` (see :func:`iter_json`): their gaps, and
     their blocks joined a chunk at a time from table-looked-up byte fragments."""
     special, gap_texts = _gaps(binary, m, disp, tails, lead, trail, f0, f1)
     b0, b1 = int(fptr[f0]), int(fptr[f1])
     feats_per_block = np.repeat(feats[f0:f1], np.diff(fptr[f0:f1 + 1]))
-    cs_flag, custom, custom_tails = _block_tails(m, feats_per_block, b0, b1)
+    cs_flag, custom, custom_tails = _block_tails(m, feats_per_block, b0, b1, singles)
     del feats_per_block
     cs_key = cs_flag.view(np.uint8)
     starts = range(b0, b1, _CHUNK)

@@ -521,3 +521,44 @@ def test_function_groups_join_to_the_same_bytes(tmp_path, data, group, pick):
     assert whole == _reference(b)
     if 0 < cut < F:
         assert split == whole
+
+
+@st.composite
+def callsite_heavy_elf(draw):
+    """v5 maps with the callsite feature, one-callsite blocks with small offsets and
+    sizes around the tails table's bounds (``CS_KEYS``, ``CS_SIZE_CAP``), and a few
+    blocks with hashes or two callsites."""
+    from bbmap.model import BlockRecord, FunctionRecord, RangeRecord
+
+    fns, symbols, addr = [], [], 0x401000
+    for i in range(draw(st.integers(1, 5))):
+        feature = 0x20 | (0x40 if draw(st.integers(0, 4)) == 0 else 0)
+        blocks, off = [], 0
+        for j in range(draw(st.integers(1, 12))):
+            cs = tuple(sorted(draw(st.lists(st.integers(0, 40), max_size=2))))
+            size = draw(st.sampled_from([0, 1, 7, 39, 255, 256, 257, 3000])) + (cs[-1] if cs else 0)
+            blocks.append(BlockRecord(id=j, offset=off, size=size, md=draw(st.integers(0, 31)),
+                                      callsites=cs, hash=draw(U64) if feature & 0x40 else 0))
+            off += size
+        fns.append(FunctionRecord(address=addr, version=5, feature=feature,
+                                  ranges=[RangeRecord(base=addr, blocks=blocks)]))
+        symbols.append((f"f{i}", addr, max(off, 1)))
+        addr += off + 16
+    return write_elf(encode_map_fast(fns), text_size=addr - 0x401000 + 16, functions=symbols)
+
+
+@SETTINGS
+@given(callsite_heavy_elf(), st.sampled_from([1, 2, 4096]))
+def test_one_callsite_tails_from_the_table(tmp_path, data, group):
+    """One-callsite blocks take their tails from a keyed table (offset below CS_KEYS,
+    size below the table's size), the others are laid out: the bytes are the previous
+    renderer's, whatever the mix and the group size."""
+    from unittest.mock import patch
+
+    import bbmap.dump
+
+    p = tmp_path / "cs.elf"
+    p.write_bytes(data)
+    b = load_binary(p)
+    with patch.object(bbmap.dump, "FUNC_GROUP", group):
+        assert _render(b) == _reference(b)
