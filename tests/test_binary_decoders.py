@@ -223,3 +223,25 @@ def test_junk_candidate_inside_a_record_is_walked_around():
     r, _ = decode_section_ref(inp)
     f, _ = decode_section_fast(inp)
     assert r.differences(f) == [] and f.num_functions == len(many)
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(_junky_function(), min_size=1, max_size=40), st.sampled_from([0, 1, 3]),
+       st.data())
+def test_recorded_chain_starts_equal_reference(fns, py_chains, data):
+    """The candidate walk records every callsite chain's block starts for the column
+    gathering (``_hop_chains``); chains hopped by numpy and by the Python tail
+    (``_PY_CHAINS`` chains left), junk candidates among them, give the reference's map."""
+    import bbmap.binary.decode_fast as fast
+
+    raw = bytearray(encode_section("versioned", fns))
+    if data.draw(st.booleans()) and raw:
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.sampled_from([0, 5, 0x20, 0x80, 0xFF]))
+    inp = map_input("versioned", bytes(raw))
+    r, rd = decode_section_ref(inp)
+    with patch.object(fast, "_PY_CHAINS", py_chains):
+        f, fd = decode_section_fast(inp)
+    assert r.differences(f) == []
+    assert [str(d) for d in rd] == [str(d) for d in fd]

@@ -58,6 +58,7 @@ class Walk(Protocol):
     x_hash: list[int]
     p_start: list[int]
     simple: list
+    hop_arrays: list[np.ndarray]  # recorded block starts of callsite chains
 
 
 class Columns(NamedTuple):
@@ -73,6 +74,7 @@ class Columns(NamedTuple):
     r_nb: np.ndarray
     r_nblk: np.ndarray
     r_run: np.ndarray
+    r_hop: np.ndarray  # callsite chains: where their block starts are recorded, or -1
 
 
 def columns(w: Walk) -> Columns:
@@ -87,7 +89,7 @@ def columns(w: Walk) -> Columns:
                  np.array(w.f_entry_tok[:F], np.int64), np.array(w.r_addr_off[:R], np.int64),
                  np.array(w.r_raw[:R], "u8"), np.array(w.r_nb[:R], np.int64),
                  np.array(w.r_nblk[:R], np.int64),
-                 np.array(w.r_run[:R], np.int64).reshape(-1, 2))
+                 np.array(w.r_run[:R], np.int64).reshape(-1, 2), np.full(R, -1, np.int64))
     if not w.simple:
         return g
     s = w.simple
@@ -95,7 +97,8 @@ def columns(w: Walk) -> Columns:
     parts = [g, Columns(*(np.concatenate(col) for col in (
         [x.pos for x in s], [x.ver for x in s], [x.feat for x in s],
         [np.ones(n, np.int64)], [np.full(n, -1, np.int64)], [x.addr_at for x in s],
-        [x.raw for x in s], [x.nb for x in s], [x.nb for x in s], [x.run for x in s])))]
+        [x.raw for x in s], [x.nb for x in s], [x.nb for x in s], [x.run for x in s],
+        [x.hop for x in s])))]
     if not F:
         out = parts[1]
         if len(s) == 1 or bool((np.diff(out.f_off) > 0).all()):
@@ -160,8 +163,24 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
         pos_blocks = expand_ranges(m.range_block_ptr[rr], r_nblk[rr])
         ks[pos_blocks] = expand_ranges(run[rr, 0], r_nblk[rr], run[rr, 1])
     is_chain = run[:, 1] < 0
+    recorded = is_chain & (c.r_hop >= 0) & (r_nblk > 0)
+    if recorded.any():  # chains the candidate walk hopped: their block starts are kept
+        hop_ks = w.hop_arrays[0] if len(w.hop_arrays) == 1 else np.concatenate(w.hop_arrays)
+        rc = np.flatnonzero(recorded)
+        src, dst, cnt = c.r_hop[rc], m.range_block_ptr[rc], r_nblk[rc]
+        # consecutive chains of a run are contiguous on both sides: copied as slices
+        cut = np.flatnonzero((src[1:] - src[:-1] != cnt[:-1]) | (dst[1:] - dst[:-1] != cnt[:-1]))
+        if len(cut) < 256:
+            first = np.concatenate([[0], cut + 1]).tolist()
+            last_ = np.concatenate([cut, [len(rc) - 1]])
+            ends = (dst[last_] + cnt[last_]).tolist()
+            for i, e in zip(first, ends):
+                a, s0 = int(dst[i]), int(src[i])
+                ks[a:e] = hop_ks[s0:s0 + e - a]
+        else:
+            ks[expand_ranges(dst, cnt)] = hop_ks[expand_ranges(src, cnt)]
     if is_chain.any():
-        cr = np.flatnonzero(is_chain & (r_nblk > 0))
+        cr = np.flatnonzero(is_chain & ~recorded & (r_nblk > 0))
         cur = run[cr, 0]
         base = m.range_block_ptr[cr].copy()
         left = r_nblk[cr].copy()
@@ -189,15 +208,23 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
     off_t = ks + hasid
     size_t = off_t + 1
     f_cs = (feff & FEAT_CALLSITE_OFFSETS) != 0
-    ncs_full = np.zeros(B, np.int64)
-    cs_idx = np.zeros(0, np.int64)
-    if f_cs.any():
-        # every block has a callsite list in a clang-22 map: plain slices then, not
-        # fancy indexing (each pass over a million blocks costs tens of ms otherwise)
-        every = bool(f_cs.all())
-        cs_idx = np.arange(B) if every else np.flatnonzero(np.repeat(f_cs, blocks_per_func))
-        sel = slice(None) if every else cs_idx
-        ncs_tok = off_t[sel] + 1
+    ncs_full = None
+    if f_cs.any() and bool(f_cs.all()):
+        # every block has a callsite list (a clang-22 map): whole columns, no selection;
+        # the count is where a block without the feature would have its size
+        ncs_full = V[size_t].astype(np.int64)
+        bad_ncs = (ncs_full > U32) if wide else None
+        if any_bad_tok:
+            bad_ncs = bad_tok[size_t] if bad_ncs is None else bad_ncs | bad_tok[size_t]
+        if bad_ncs is not None and bad_ncs.any():
+            bad_blocks.append(np.flatnonzero(bad_ncs))
+            ncs_full[bad_ncs] = 0
+        size_t = ncs_full + off_t
+        size_t += 2
+    elif f_cs.any():
+        ncs_full = np.zeros(B, np.int64)
+        cs_idx = np.flatnonzero(np.repeat(f_cs, blocks_per_func))
+        ncs_tok = size_t[cs_idx]
         ncs_c = V[ncs_tok].astype(np.int64)
         bad_ncs = (ncs_c > U32) if wide else np.zeros(len(cs_idx), "?")
         if any_bad_tok:
@@ -205,8 +232,10 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
         if bad_ncs.any():
             bad_blocks.append(cs_idx[bad_ncs])
             ncs_c[bad_ncs] = 0
-        ncs_full[sel] = ncs_c
-        size_t[sel] += 1 + ncs_c
+        ncs_full[cs_idx] = ncs_c
+        size_t[cs_idx] += 1 + ncs_c
+    if ncs_full is None:
+        ncs_full = np.zeros(B, np.int64)
     md_t = size_t + 1
     raw_off = V[off_t]
     raw_size = V[size_t]

@@ -75,8 +75,9 @@ class _Stop(Exception):
 
 class _SimpleRun(NamedTuple):
     """Consecutive common records (one range each), as columns: record start,
-    version, feature, address field offset and value, block count, and the range's
-    (first block token, entry width or -1 for a callsite chain)."""
+    version, feature, address field offset and value, block count, the range's
+    (first block token, entry width or -1 for a callsite chain), and where a callsite
+    chain's block starts are in the walker's ``hop_ks`` (-1: not recorded)."""
 
     pos: np.ndarray
     ver: np.ndarray
@@ -85,17 +86,20 @@ class _SimpleRun(NamedTuple):
     raw: np.ndarray
     nb: np.ndarray
     run: np.ndarray
+    hop: np.ndarray
 
 
 class _Candidates(NamedTuple):
     """Where common records of one version could start (:meth:`_Walker._candidates`):
-    byte position, first block token, end byte (-1: not walkable from there), and the
-    candidates whose end is not the next candidate's start."""
+    byte position, first block token, end byte (-1: not walkable from there), the
+    candidates whose end is not the next candidate's start, and where each callsite
+    chain's block starts are in the walker's ``hop_ks`` (-1: not a chain)."""
 
     pos: np.ndarray
     k0: np.ndarray
     end_byte: np.ndarray
     breaks: np.ndarray
+    hop: np.ndarray
 
 
 # Below this many chains still hopping, the rest are finished in Python (a numpy step
@@ -108,18 +112,32 @@ _MAX_BURST = 1024
 
 
 def _hop_chains(V: np.ndarray, k0: np.ndarray, nb: np.ndarray, lim: np.ndarray
-                ) -> np.ndarray:
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """End token of each callsite-entry chain: ``nb`` blocks from token ``k0``, a block
     being ``CALLSITE_ENTRY_ULEBS`` tokens plus its callsite count (the token at
     ``CALLSITE_COUNT_INDEX``); every chain moves one block per step, together.  A
-    chain passing ``lim`` stops there (its end is then > lim: no record of its own)."""
+    chain passing ``lim`` stops there (its end is then > lim: no record of its own).
+
+    The token where each block starts is recorded on the way (the column gathering
+    needs them): chain i's go to ``hops[at[i]:]``, one slot per block it can hold
+    before ``lim`` (a block is at least ``CALLSITE_ENTRY_ULEBS`` tokens), so the slots
+    of a chain that ends by ``lim`` hold all its blocks and chains that end where the
+    next begins are contiguous.  Returns (ends, hops, at)."""
     end = k0.copy()
+    slots = np.minimum(nb, np.maximum(lim - k0, 0) // CALLSITE_ENTRY_ULEBS + 1)
+    at = np.zeros(len(k0) + 1, np.int64)
+    np.cumsum(slots, out=at[1:])
+    hops = np.empty(int(at[-1]), np.int64 if len(V) >= 2**31 else np.int32)
     if not len(k0):
-        return end
+        return end, hops, at[:-1]
     last = len(V) - 1
     cap = np.uint64(len(V)) if V.dtype.itemsize > 4 else np.uint32(min(len(V), 2**32 - 1))
     cur, left, lm, idx = k0.copy(), nb.copy(), lim, np.arange(len(k0))
+    # a chain still hopping at step s has s < nb and k0 + 5s <= cur <= lim: s < its slots
+    slot = at[:-1].copy()
     while len(idx) > _PY_CHAINS:
+        hops[slot] = cur
+        slot += 1
         ncs = np.minimum(V[np.minimum(cur + CALLSITE_COUNT_INDEX, last)], cap)
         cur += CALLSITE_ENTRY_ULEBS
         cur += ncs.astype(np.int64)
@@ -128,14 +146,18 @@ def _hop_chains(V: np.ndarray, k0: np.ndarray, nb: np.ndarray, lim: np.ndarray
         if done.any():
             end[idx[done]] = cur[done]
             keep = ~done
-            cur, left, lm, idx = cur[keep], left[keep], lm[keep], idx[keep]
+            cur, left, lm, idx, slot = cur[keep], left[keep], lm[keep], idx[keep], slot[keep]
     Vm = memoryview(V)  # the few long chains: one Python hop per block
-    for c, k, nleft, stop in zip(idx.tolist(), cur.tolist(), left.tolist(), lm.tolist()):
+    for c, k, nleft, stop, s in zip(idx.tolist(), cur.tolist(), left.tolist(), lm.tolist(),
+                                    slot.tolist()):
+        starts = []
         while nleft and k <= stop:
+            starts.append(k)
             k += CALLSITE_ENTRY_ULEBS + Vm[min(k + CALLSITE_COUNT_INDEX, last)]
             nleft -= 1
+        hops[s:s + len(starts)] = starts
         end[c] = k
-    return end
+    return end, hops, at[:-1]
 
 
 class _Walker:
@@ -178,6 +200,9 @@ class _Walker:
         self.x_hash: list[int] = []  # byte position of the hash, -1 if none
         self.p_start: list[int] = []  # PGO: first token of each block's entry
         self.simple: list[_SimpleRun] = []  # records run_simple walked, as columns
+        # block start tokens of the candidates' callsite chains (see _hop_chains), one
+        # array per candidate table; _SimpleRun.hop indexes their concatenation
+        self.hop_arrays: list[np.ndarray] = []
         self._cands: dict[int, _Candidates] = {}  # by version: see _candidates
 
     def release_walk_tables(self) -> None:
@@ -314,7 +339,10 @@ class _Walker:
             lim[-1] = ntok
         end = k0 + np.where(feat != 0, 0, width * nb)
         chain = np.flatnonzero((feat != 0) & (nb > 0))
-        end[chain] = _hop_chains(self.V, k0[chain], nb[chain], lim[chain])
+        end[chain], hops, at = _hop_chains(self.V, k0[chain], nb[chain], lim[chain])
+        hop = np.full(len(P), -1, np.int64)
+        hop[chain] = at + sum(len(h) for h in self.hop_arrays)
+        self.hop_arrays.append(hops)
         end[end > lim] = -1
         end_byte = np.full(len(P), -1, np.int64)
         valid = np.flatnonzero(end >= 0)
@@ -324,7 +352,7 @@ class _Walker:
         if len(P):
             nxt[-1] = -2
         breaks = np.flatnonzero(end_byte != nxt)
-        cand = _Candidates(P, k0, end_byte, breaks)
+        cand = _Candidates(P, k0, end_byte, breaks, hop)
         self._cands[version] = cand
         return cand
 
@@ -345,7 +373,7 @@ class _Walker:
         else:
             j += 1
         if j > i:
-            self._add_simple(c.pos[i:j], c.k0[i:j], True)
+            self._add_simple(c.pos[i:j], c.k0[i:j], True, c.hop[i:j])
         return stop
 
     def _walk_simple(self, pos: int, versioned: bool, limit: int = -1,
@@ -412,9 +440,10 @@ class _Walker:
         return pos
 
     def _add_simple(self, starts: list[int] | np.ndarray, firsts: list[int] | np.ndarray,
-                    versioned: bool) -> None:
+                    versioned: bool, hop: np.ndarray | None = None) -> None:
         """The columns of records :meth:`run_simple` walked, derived vectorized from
-        each record's start and first block token (the walk itself records no more)."""
+        each record's start and first block token (the walk itself records no more),
+        and, from the candidate walk, where each chain's block starts are recorded."""
         if not len(starts):
             return
         d = np.frombuffer(self.data, np.uint8)
@@ -440,7 +469,9 @@ class _Walker:
         width = np.where(feat != 0, -1, np.where(ver >= VERSION_BLOCK_IDS, ENTRY_ULEBS,
                                                  ENTRY_ULEBS_NO_ID))
         self.simple.append(_SimpleRun(pos, ver, feat, addr_at, raw.ravel().astype("u8"), nb,
-                                      np.stack([k0, width], axis=1)))
+                                      np.stack([k0, width], axis=1),
+                                      np.full(len(pos), -1, np.int64) if hop is None
+                                      else hop))
 
     def function(self, pos: int, versioned: bool) -> int:
         """Walk one record at ``pos``; return the next record's position."""
