@@ -21,7 +21,6 @@ import numpy as np
 
 from bbmap.arrays import expand_ranges, row_of
 from bbmap.binary import Binary, load_binary
-from bbmap.binary.go import go_identity_line
 from bbmap.formats.bbaddrmap import (
     FEAT_BB_FREQ,
     FEAT_BB_HASH,
@@ -522,6 +521,8 @@ def iter_text(binary: Binary) -> Iterator[str]:
     yield f"{binary.path}: {binary.e_type}, build-id {binary.build_id or '-'}, " \
           f"{m.num_functions} functions, {m.num_ranges} ranges, {m.num_blocks} blocks\n"
     if binary.go is not None:
+        from bbmap.binary.go import go_identity_line  # a Go binary's only: not at start-up
+
         yield f"{go_identity_line(binary.go, binary.build_id)}\n"
         if binary.symbols_source == ".gopclntab":
             yield (f"function symbols: {len(binary.symbols)} from .gopclntab (no .symtab: "

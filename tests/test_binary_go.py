@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CORPUS, go_case, go_cases, load_manifest
+from helpers import CORPUS, all_corpus_binaries, go_case, go_cases, load_manifest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +29,7 @@ from bbmap.binary.go import (
     parse_modinfo,
     pclntab_functions,
     pclntab_functions_ref,
+    read_go,
     split_go_build_id,
 )
 from bbmap.formats.go import (
@@ -236,6 +237,26 @@ def test_not_a_go_binary():
     if c is None:
         pytest.skip("corpus absent")
     assert load_binary(c).go is None
+
+
+def test_go_precheck_never_hides_a_go_binary():
+    """``Binary._may_be_go`` (which spares other binaries the Go reader's import) answers
+    False only where ``read_go`` finds nothing, on every corpus binary, Go or not, and on
+    the Go programs of the machine; and it does answer False for the C/C++ ones."""
+    paths = [p.values[0] for p in all_corpus_binaries()] + [
+        CORPUS / e["path"] for e in GO_BINARIES] + [Path(p) for p in MACHINE_GO]
+    seen_c = 0
+    for path in paths:
+        if not Path(path).exists():
+            continue
+        try:
+            b = load_binary(path)
+        except Exception:  # noqa: BLE001 - hand-made broken ELF files: not this test's
+            continue
+        found = read_go(b)
+        assert b._may_be_go() or found is None, path
+        seen_c += found is None and not b._may_be_go()
+    assert seen_c > 10
 
 
 # ---------------------------------------------------------------- other Go toolchains

@@ -74,7 +74,8 @@ def test_annotate_json_imports_only_its_path(tmp_path) -> None:
     assert "bbmap.outputs.jsonout" in mods and "numpy" in mods
     unwanted = ("bbmap.outputs.text", "bbmap.outputs.svg", "bbmap.outputs.csvout",
                 "bbmap.layout", "bbmap.cfg", "bbmap.inference", "capstone", "rich",
-                "bbmap.verify", "bbmap.dump", "scipy", "ortools")
+                "bbmap.verify", "bbmap.dump", "scipy", "ortools",
+                "bbmap.binary.go")  # not a Go binary: Binary.go answers without its reader
     assert sorted(m for m in mods if m.startswith(unwanted)) == []
 
 
@@ -83,8 +84,17 @@ def test_dump_json_imports_only_its_path(tmp_path) -> None:
     mods = imported("dump", "--json", PIE_BINARY, "-o", str(tmp_path / "d.json"))
     assert "bbmap.dump" in mods
     unwanted = ("bbmap.perf", "bbmap.aggregate", "bbmap.index", "bbmap.cfg", "capstone",
-                "rich", "bbmap.verify", "bbmap.outputs.text", "scipy")
+                "rich", "bbmap.verify", "bbmap.outputs.text", "scipy",
+                "bbmap.formats.perfdata",  # only to name a profile given as the binary
+                "bbmap.binary.go")  # not a Go binary: Binary.go answers without its reader
     assert sorted(m for m in mods if m.startswith(unwanted)) == []
+
+
+@have_corpus
+def test_dump_json_to_stdout_needs_no_temporary_file() -> None:
+    """Only an output renamed into place needs ``tempfile`` (bbmap.atomic imports it then)."""
+    mods = imported("dump", "--json", PIE_BINARY)
+    assert "bbmap.dump" in mods and "tempfile" not in mods
 
 
 def test_thread_pools_limited_before_numpy_loads() -> None:

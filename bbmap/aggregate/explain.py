@@ -15,7 +15,6 @@ from typing import Any
 
 from bbmap.aggregate.accounting import Accounting
 from bbmap.aggregate.identity import ProfiledFile, go_ids_text
-from bbmap.binary.go import compare_go_build_ids, exact_match_flag, no_block_map_reason
 from bbmap.buckets import (
     IN_BLOCK,
     IN_FUNCTION_NO_BLOCK,
@@ -97,6 +96,14 @@ def _go_ids(ev: Evidence, filename: str, name: str) -> str:
     return f"; {text}" if text else ""
 
 
+def _compare_go(a: str | None, b: str | None) -> str:
+    """What two Go build ids say about the builds (bbmap.binary.go's words, whose module
+    is imported only when a Go build id is there to compare)."""
+    from bbmap.binary.go import compare_go_build_ids
+
+    return compare_go_build_ids(a, b)
+
+
 def identity_findings(ev: Evidence) -> list[Diagnostic]:
     """Without GNU build-ids (a plain ``go build``): whether the binary given is the build
     the profile mapped, from the file at the recorded path, the inode MMAP2 recorded and
@@ -111,7 +118,7 @@ def identity_findings(ev: Evidence) -> list[Diagnostic]:
         if pf.found_at and not pf.path_is_the_binary and (
                 pf.go_build_id != go_id or pf.build_id != ev.binary_build_id):
             what = (f"Go build id {pf.go_build_id or '(none)'} there, {go_id or '(none)'} in "
-                    f"{name}: {compare_go_build_ids(pf.go_build_id, go_id)}"
+                    f"{name}: {_compare_go(pf.go_build_id, go_id)}"
                     if pf.go_build_id or go_id else "another file")
             out.append(Diagnostic(
                 f"{name} is not the build that was profiled: the profile mapped {p}, which is "
@@ -129,7 +136,7 @@ def identity_findings(ev: Evidence) -> list[Diagnostic]:
               and (pf.path_go_build_id or pf.path_build_id)
               and (pf.path_go_build_id, pf.path_build_id) != (go_id, ev.binary_build_id)):
             ids = (f"Go build id {pf.path_go_build_id or '(none)'} there, {go_id or '(none)'} "
-                   f"in {name}: {compare_go_build_ids(pf.path_go_build_id, go_id)}"
+                   f"in {name}: {_compare_go(pf.path_go_build_id, go_id)}"
                    if pf.path_go_build_id or go_id else
                    f"build-id {pf.path_build_id or '(none)'} there")
             out.append(Diagnostic(
@@ -139,6 +146,8 @@ def identity_findings(ev: Evidence) -> list[Diagnostic]:
     by_path = ev.matched_by & {"path", "basename"}
     unrecorded = [pf for pf in ev.profiled if not pf.recorded_build_id]
     if by_path and unrecorded and not ev.binary_build_id:
+        from bbmap.binary.go import exact_match_flag
+
         flag = exact_match_flag(ev.go) if ev.go is not None else \
             "-Wl,--build-id (GNU ld, lld)"
         ident = f" (Go build id {go_id})" if go_id else ""
@@ -231,6 +240,8 @@ def _diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
         fns = _top(dict(ev.hot_no_block)) if ev.hot_no_block else "none"
         how = ("from .gopclntab, the Go runtime's function table (the binary is stripped)"
                if ev.symbols_source == ".gopclntab" else "by symbol, as perf report does")
+        from bbmap.binary.go import no_block_map_reason
+
         err(f"{name} has no basic-block address map (.llvm_bb_addr_map): "
             f"{no_block_map_reason(ev.go)}; the {in_binary} samples in {name} are counted per "
             f"function ({how}) and those counts are valid: {fns}")

@@ -23,7 +23,6 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-from bbmap.binary.go import compare_go_build_ids
 from bbmap.buildid import build_ids_match
 from bbmap.errors import BBMapError
 
@@ -127,6 +126,8 @@ def go_ids_text(pf: ProfiledFile, binary_name: str, binary_go_id: str | None) ->
     """``Go build ids: profiled X (found at ...), BINARY Y: what differs``."""
     if pf.go_build_id is None and binary_go_id is None:
         return ""
+    from bbmap.binary.go import compare_go_build_ids  # Go's wording: Go binaries only
+
     if pf.found_at is None:
         where = (" (recorded by perf, which keeps a copy in its build-id cache unless "
                  "recording with -N; pass --debug-dir with a .build-id/ tree holding it)"

@@ -15,6 +15,7 @@ import os
 import struct
 import zlib
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 from elftools.common.exceptions import ELFError
@@ -22,7 +23,6 @@ from elftools.construct.core import ConstructError as ElfConstructError
 from elftools.elf import enums
 from elftools.elf.elffile import ELFFile
 
-from bbmap.binary.go import GoInfo, read_go
 from bbmap.binary.labels import decode_labels
 from bbmap.binary.mapinput import KIND_BB_INFO, KIND_LABELS, KIND_V0, KIND_VERSIONED, MapInput
 from bbmap.binary.relocs import (
@@ -47,6 +47,8 @@ from bbmap.formats.elf import (
     ELFCOMPRESS_ZLIB,
     ELFCOMPRESS_ZSTD,
     ET_NAMES,
+    PF_W,
+    PT_LOAD,
     PT_NOTE,
     RELOC_TYPES,
     SHF_COMPRESSED,
@@ -57,9 +59,16 @@ from bbmap.formats.elf import (
     elf_dtype,
     elf_structs,
 )
-from bbmap.formats.perfdata import MAGIC as PERF_MAGIC
-from bbmap.formats.perfdata import MAGIC_SWAPPED as PERF_MAGIC_SWAPPED
+from bbmap.formats.go import (
+    BUILDINFO_MAGIC,
+    GO_BUILDINFO_SECTION,
+    GO_NOTE_OWNER,
+    GO_PCLNTAB_SECTION,
+)
 from bbmap.model import BlockMap, MapSource
+
+if TYPE_CHECKING:
+    from bbmap.binary.go import GoInfo
 
 DEFAULT_DEBUG_DIRS = ("/usr/lib/debug",)
 
@@ -135,7 +144,11 @@ class Binary:
                 raise BBMapError("not an ELF file (too short)", file=self.path, offset=0)
             self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
             if self._mm[:4] != b"\x7fELF":
-                # the arguments in the wrong order, most likely
+                # the arguments in the wrong order, most likely (perfdata's import only
+                # here: it declares every perf.data layout, which an ELF file never needs)
+                from bbmap.formats.perfdata import MAGIC as PERF_MAGIC
+                from bbmap.formats.perfdata import MAGIC_SWAPPED as PERF_MAGIC_SWAPPED
+
                 if self._mm[:8] in (PERF_MAGIC, PERF_MAGIC_SWAPPED):
                     raise UsageError("this is a perf.data profile, not an ELF binary: give "
                                      "the binary the profile was recorded from (the "
@@ -371,10 +384,39 @@ class Binary:
     @cached_property
     def go(self) -> GoInfo | None:
         """The Go build id, build info and function table (None: not a Go binary)."""
+        if not self._may_be_go():
+            return None
+        from bbmap.binary.go import read_go
+
         info = read_go(self)
         if info is not None:
             self.diagnostics.extend(info.diagnostics)
         return info
+
+    def _may_be_go(self) -> bool:
+        """False only where :func:`bbmap.binary.go.read_go` would find nothing: no
+        ``.gopclntab`` or ``.go.buildinfo`` section, no note (section or ``PT_NOTE``
+        segment) holding the Go owner's name, no build-info magic in the first writable
+        ``PT_LOAD``.  Spares every other binary the Go reader and construct (~10 ms of
+        start-up); a damaged note or segment answers True and the reader says what."""
+        names = {s.name for s in self.sections}
+        if GO_PCLNTAB_SECTION in names or GO_BUILDINFO_SECTION in names:
+            return True
+        try:
+            for s in self.sections:
+                if s.sh_type == SHT_NOTE and GO_NOTE_OWNER in self.section_data(s.index):
+                    return True
+            mm = self._mm
+            for g in self.segments:
+                if g.p_type == PT_NOTE and mm.find(GO_NOTE_OWNER, g.p_offset,
+                                                   g.p_offset + g.p_filesz) >= 0:
+                    return True
+            writable = [g for g in self.segments if g.p_type == PT_LOAD and g.p_flags & PF_W]
+            return bool(writable) and mm.find(
+                BUILDINFO_MAGIC, writable[0].p_offset,
+                writable[0].p_offset + writable[0].p_filesz) >= 0
+        except Exception:  # noqa: BLE001 - unreadable: the reader decides and reports
+            return True
 
     def debug_file(self) -> Binary | None:
         """A separate debug file found by build-id (``.build-id/xx/rest.debug``)."""

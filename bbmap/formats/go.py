@@ -27,26 +27,12 @@ Sources: the Go 1.19 tree (``src/debug/gosym/pclntab.go``, ``src/debug/buildinfo
 
 from __future__ import annotations
 
-from construct import (
-    Aligned,
-    Array,
-    Bytes,
-    Computed,
-    Const,
-    GreedyBytes,
-    Int8ul,
-    Int32sb,
-    Int32sl,
-    Int32ub,
-    Int32ul,
-    Int64ub,
-    Int64ul,
-    Padding,
-    Prefixed,
-    Struct,
-    VarInt,
-    this,
-)
+from typing import TYPE_CHECKING, Any
+
+from bbmap.formats import lazy_declarations
+
+if TYPE_CHECKING:
+    from construct import Struct
 
 # ------------------------------------------------------------ .note.go.buildid
 GO_BUILDID_SECTION = ".note.go.buildid"
@@ -60,6 +46,8 @@ GO_BUILD_ID_SEPARATOR = "/"
 
 def note_struct(little: bool) -> Struct:
     """One ELF note (gABI: namesz, descsz, type, name and desc each padded to 4)."""
+    from construct import Aligned, Bytes, Int32ub, Int32ul, Struct, this
+
     u32 = Int32ul if little else Int32ub
     return Struct(
         "namesz" / u32,
@@ -81,19 +69,27 @@ FLAG_VERSION_INLINE = 0x2  # Go 1.18+: the strings follow the header
 MODINFO_START = bytes.fromhex("3077af0c9274080241e1c107e6d618e6")
 MODINFO_END = bytes.fromhex("f932433186182072008242104116d8f2")
 
-BuildInfoHeader = Struct(
-    "magic" / Const(BUILDINFO_MAGIC),
-    "ptr_size" / Int8ul,
-    "flags" / Int8ul,
-    Padding(BUILDINFO_HEADER_SIZE - len(BUILDINFO_MAGIC) - 2),
-)
 
-# Go 1.18+: header, then the version and the module info, each uvarint-length-prefixed
-BuildInfoInline = Struct(
-    "header" / BuildInfoHeader,
-    "version" / Prefixed(VarInt, GreedyBytes),
-    "modinfo" / Prefixed(VarInt, GreedyBytes),
-)
+def _declare() -> dict[str, Any]:
+    """The module-level declarations (built on first use: see bbmap.formats)."""
+    from construct import Const, GreedyBytes, Int8ul, Padding, Prefixed, Struct, VarInt
+
+    header = Struct(
+        "magic" / Const(BUILDINFO_MAGIC),
+        "ptr_size" / Int8ul,
+        "flags" / Int8ul,
+        Padding(BUILDINFO_HEADER_SIZE - len(BUILDINFO_MAGIC) - 2),
+    )
+    # Go 1.18+: header, then the version and the module info, each uvarint-length-prefixed
+    inline = Struct(
+        "header" / header,
+        "version" / Prefixed(VarInt, GreedyBytes),
+        "modinfo" / Prefixed(VarInt, GreedyBytes),
+    )
+    return {"BuildInfoHeader": header, "BuildInfoInline": inline}
+
+
+__getattr__ = lazy_declarations(globals(), _declare, ("BuildInfoHeader", "BuildInfoInline"))
 
 # ------------------------------------------------------------ .gopclntab
 GO_PCLNTAB_SECTION = ".gopclntab"
@@ -113,6 +109,8 @@ def pclntab_header_struct(little: bool, ptr_size: int) -> Struct:
     """The Go 1.18+ header: magic, two zero bytes, quantum, pointer size, eight words.
     Offsets are from the start of the table; ``text_start`` is the link-time address of
     ``runtime.text`` (stored unrelocated in a PIE: take ``.text``'s address instead)."""
+    from construct import Const, Int8ul, Int32ub, Int32ul, Int64ub, Int64ul, Struct
+
     u32 = Int32ul if little else Int32ub
     word = {4: u32, 8: Int64ul if little else Int64ub}[ptr_size]
     return Struct(
@@ -133,6 +131,8 @@ def pclntab_header_struct(little: bool, ptr_size: int) -> Struct:
 
 def functab_struct(little: bool, nfunc: int) -> Struct:
     """``nfunc`` (entry offset, ``_func`` offset) pairs and the end-of-text offset."""
+    from construct import Array, Computed, Int32ub, Int32ul, Struct
+
     u32 = Int32ul if little else Int32ub
     return Struct(
         "entries" / Array(nfunc, Struct("entry_off" / u32, "func_off" / u32)),
@@ -143,6 +143,8 @@ def functab_struct(little: bool, nfunc: int) -> Struct:
 
 def func_prefix_struct(little: bool) -> Struct:
     """The first two fields of a Go 1.18+ ``_func`` record (all bbmap needs)."""
+    from construct import Int32sb, Int32sl, Int32ub, Int32ul, Struct
+
     return Struct(
         "entry_off" / (Int32ul if little else Int32ub),
         "name_off" / (Int32sl if little else Int32sb),
