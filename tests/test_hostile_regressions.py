@@ -340,7 +340,7 @@ def mkstemp_then_signal(*a, **k):  # the signal lands as the file exists, before
         pass
     return fd, name
 
-bbmap.atomic.tempfile.mkstemp = mkstemp_then_signal
+tempfile.mkstemp = mkstemp_then_signal  # bbmap.atomic imports tempfile when it writes
 
 @click.command()
 @click.argument("out")

@@ -12,6 +12,7 @@ import io
 
 from bbmap.binary.mapinput import KIND_BB_INFO, KIND_V0, MapInput, Notes, check_record
 from bbmap.errors import Diagnostic
+from bbmap.formats import leb128
 from bbmap.formats.bbaddrmap import (
     FEAT_FUNC_ENTRY_COUNT,
     METADATA_MAX,
@@ -22,7 +23,6 @@ from bbmap.formats.bbaddrmap import (
     callsite_offsets,
     function_struct,
 )
-from bbmap.formats.leb128 import MapFault
 from bbmap.model import (
     VERSION_BB_INFO,
     BlockMap,
@@ -35,7 +35,7 @@ from bbmap.model import (
 
 def _md_checked(md: int, offset: int) -> int:
     if md > METADATA_MAX:
-        raise MapFault(f"invalid encoding for BBEntry::Metadata: {md:#x}", offset)
+        raise leb128.map_fault(f"invalid encoding for BBEntry::Metadata: {md:#x}", offset)
     return md
 
 
@@ -53,7 +53,7 @@ def function_record(c, inp: MapInput, notes: Notes) -> FunctionRecord:
         for i, e in enumerate(r.blocks or ()):
             cs = callsite_offsets(e.callsites) if e.callsites is not None else []
             if cs and cs[-1] > UINT32_MAX:
-                raise MapFault(f"callsite offset {cs[-1]:#x} exceeds UINT32_MAX", c.offset)
+                raise leb128.map_fault(f"callsite offset {cs[-1]:#x} exceeds UINT32_MAX", c.offset)
             size = e.size + (cs[-1] if cs else 0)
             off = e.offset if version == VERSION_UNVERSIONED else e.offset + prev_end
             prev_end = off + size
@@ -109,7 +109,7 @@ def decode_records(inp: MapInput, start: int = 0, limit: int | None = None
             c = st.parse_stream(stream)
             rec = (bb_info_record(c, inp) if inp.kind == KIND_BB_INFO
                    else function_record(c, inp, notes))
-        except MapFault as e:
+        except leb128.MapFault as e:  # construct's type, declared on first use
             diags.append(Diagnostic(e.message, inp.file, inp.label, e.offset, "error"))
             break
         out.append(rec)

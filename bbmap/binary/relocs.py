@@ -13,6 +13,7 @@ import numpy as np
 
 from bbmap.binary.symbols import symbol_array
 from bbmap.errors import Diagnostic
+from bbmap.formats import leb128
 from bbmap.formats.elf import (
     CREL_ADDEND_DELTA,
     CREL_COUNT_SHIFT,
@@ -26,7 +27,7 @@ from bbmap.formats.elf import (
     SHT_RELA,
     elf_dtype,
 )
-from bbmap.formats.leb128 import LEB_GROUP_BITS, LEB_MORE, MapFault, decode_sleb, decode_uleb
+from bbmap.formats.leb128 import LEB_GROUP_BITS, LEB_MORE, decode_sleb, decode_uleb
 
 _U64_MASK = (1 << 64) - 1
 
@@ -37,14 +38,14 @@ def parse_crel(data: bytes, is64: bool) -> tuple[np.ndarray, np.ndarray, np.ndar
     addends = hdr & CREL_HAS_ADDEND
     count, flag_bits, shift = hdr >> CREL_COUNT_SHIFT, (3 if addends else 2), hdr & CREL_SHIFT_MASK
     if count * 1 > len(data):
-        raise MapFault(f"CREL count {count} larger than the section", 0)
+        raise leb128.map_fault(f"CREL count {count} larger than the section", 0)
     offs = np.zeros(count, "u8")
     syms = np.zeros(count, "u8")
     adds = np.zeros(count, "i8")
     offset = sym = addend = 0
     for i in range(count):
         if pos >= len(data):
-            raise MapFault("CREL entry runs past the end", pos)
+            raise leb128.map_fault("CREL entry runs past the end", pos)
         b = data[pos]
         pos += 1
         offset += b >> flag_bits
@@ -95,7 +96,7 @@ class Relocations:
     def resolve(self, offset: int, raw: int) -> tuple[int, int]:
         i = int(np.searchsorted(self.offsets, offset))
         if i >= len(self.offsets) or int(self.offsets[i]) != offset:
-            raise MapFault(f"failed to get relocation data for offset: {offset:#x}", offset)
+            raise leb128.map_fault(f"failed to get relocation data for offset: {offset:#x}", offset)
         v = int(self.sym_values[i]) + (raw if self.is_rel else 0)
         return v & self.mask, int(self.sections[i])
 
@@ -139,15 +140,16 @@ def load_relocations(rel, section_data, map_size: int, *, is64: bool, address_si
                            little)
             entsize = dt.itemsize
             if len(data) % entsize:
-                raise MapFault(f"size {len(data):#x} is not a multiple of entry size {entsize}",
-                               len(data) - len(data) % entsize)
+                raise leb128.map_fault(
+                    f"size {len(data):#x} is not a multiple of entry size {entsize}",
+                    len(data) - len(data) % entsize)
             arr = np.frombuffer(data, dtype=dt)
             offs = arr["r_offset"].astype("u8")
             info = arr["r_info"].astype("u8")
             syms = info >> np.uint64(R_INFO_SYM_SHIFT[64 if is64 else 32])
             adds = (arr["r_addend"].astype("i8") if kind == SHT_RELA
                     else np.zeros(len(arr), "i8"))
-    except MapFault as e:
+    except leb128.MapFault as e:  # (construct's type: declared on first use)
         diags.append(Diagnostic(f"unreadable relocations: {e.message}", file, rlabel,
                                 e.offset, "error"))
         return None

@@ -13,20 +13,26 @@ from typing import Any
 
 
 def lazy_declarations(module: dict[str, Any], declare: Callable[[], dict[str, Any]],
-                      names: tuple[str, ...]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` (PEP 562) that runs ``declare`` -- which imports construct
-    and returns the module's construct declarations by name -- on the first use of any of
-    ``names``, and keeps them as ordinary module attributes from then on.
+                      names: tuple[str, ...]
+                      ) -> tuple[Callable[[str], Any], Callable[[], dict[str, Any]]]:
+    """A module's ``__getattr__`` (PEP 562) and ``declared()`` for its construct types.
 
-    ``module`` is the module's ``globals()``; ``names`` must be what ``declare`` returns
-    (a test holds the two equal, so ``from M import NAME`` finds every declaration).
+    ``declare`` imports construct and returns the module's declarations by name; it runs
+    once, on the first ``module.NAME`` / ``from module import NAME`` of any of ``names``
+    or the first ``declared()`` call (what the module's own functions use: a module's
+    ``__getattr__`` is not consulted for its global names), and its results become
+    ordinary module attributes.  ``module`` is the module's ``globals()``; ``names`` must
+    be exactly what ``declare`` returns (tests/test_formats_constants.py holds that).
     """
+
+    def declared() -> dict[str, Any]:
+        if names[0] not in module:
+            module.update(declare())
+        return module
 
     def __getattr__(name: str) -> Any:
         if name not in names:
             raise AttributeError(f"module {module['__name__']!r} has no attribute {name!r}")
-        built = declare()
-        module.update(built)
-        return built[name]
+        return declared()[name]
 
-    return __getattr__
+    return __getattr__, declared

@@ -13,36 +13,22 @@
 Features change from function to function, so each record is parsed on its own:
 :func:`function_struct` returns the struct for one record.  Addresses are pointer
 sized in the file's byte order.  Faults raise :class:`~bbmap.formats.leb128.MapFault`
-carrying the byte offset, with LLVM's message texts where LLVM has one.
+carrying the byte offset, with LLVM's message texts where LLVM has one.  The construct
+types (:class:`Count`, :class:`Version`, :class:`Feature`) and the structs are built on
+first use (:func:`bbmap.formats.lazy_declarations`): the fast decoder needs only the
+constants.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache, reduce
 from operator import or_
+from typing import TYPE_CHECKING, Any
 
-from construct import (
-    Array,
-    Computed,
-    Construct,
-    If,
-    Int8ul,
-    Int16ub,
-    Int16ul,
-    Int32ub,
-    Int32ul,
-    Int64ub,
-    Int64ul,
-    PrefixedArray,
-    Rebuild,
-    Struct,
-    Tell,
-    len_,
-    this,
-)
-from construct.core import stream_size, stream_tell
+from bbmap.formats import lazy_declarations
 
-from bbmap.formats.leb128 import ULEB, ULEB32, ULEB64, Fixed, MapFault
+if TYPE_CHECKING:
+    from construct import Construct
 
 SHT_LLVM_BB_ADDR_MAP_V0 = 0x6FFF4C08
 SHT_LLVM_BB_ADDR_MAP = 0x6FFF4C0A
@@ -136,73 +122,86 @@ def min_block_bytes(version: int, feature: int) -> int:
     return n
 
 
-def _remaining(stream, path) -> int:
-    return stream_size(stream) - stream_tell(stream, path)
+def _declare() -> dict[str, Any]:
+    """The construct types of this module (built once, on first use: bbmap.formats)."""
+    from construct import Construct, Int8ul, Int16ub, Int16ul
+    from construct.core import stream_size, stream_tell
+
+    from bbmap.formats.leb128 import ULEB, Fixed, MapFault
+
+    def _remaining(stream, path) -> int:
+        return stream_size(stream) - stream_tell(stream, path)
+
+    class Count(Construct):
+        """ULEB32 count of items each taking at least ``min_bytes(ctx)`` bytes.
+
+        A count the remaining bytes cannot hold is refused before anything is allocated
+        (``nonzero`` also refuses 0: LLVM's "invalid zero number of BB ranges").
+        """
+
+        def __init__(self, what: str, min_bytes, nonzero: bool = False, bits: int = 32) -> None:
+            super().__init__()
+            self.uleb = ULEB(bits)
+            self.what = what
+            self.min_bytes = min_bytes
+            self.nonzero = nonzero
+
+        def _parse(self, stream, context, path):
+            start = stream_tell(stream, path)
+            n = self.uleb._parse(stream, context, path)
+            if self.nonzero and n == 0:
+                raise MapFault(f"invalid zero number of {self.what} at offset {start:#x}",
+                               start, path)
+            need = self.min_bytes(context) if callable(self.min_bytes) else self.min_bytes
+            left = _remaining(stream, path)
+            if need and n * need > left:
+                raise MapFault(f"{self.what} count {n} needs at least {n * need} bytes but only "
+                               f"{left} remain", start, path)
+            return n
+
+        def _build(self, obj, stream, context, path):
+            return self.uleb._build(obj, stream, context, path)
+
+    class Version(Construct):
+        """The version byte: 1..5 (1 is accepted as LLVM 15/16 did; 22 refuses it)."""
+
+        def _parse(self, stream, context, path):
+            start = stream_tell(stream, path)
+            v = Fixed(Int8ul)._parse(stream, context, path)
+            if not 1 <= v <= MAX_VERSION:
+                raise MapFault(f"unsupported SHT_LLVM_BB_ADDR_MAP version: {v}", start, path)
+            return v
+
+        def _build(self, obj, stream, context, path):
+            return Fixed(Int8ul)._build(obj, stream, context, path)
+
+    class Feature(Construct):
+        """u8 (versions 1-4) or u16 (5); bits no LLVM defines are refused (layout unknown)."""
+
+        def __init__(self, little: bool) -> None:
+            super().__init__()
+            self.u16 = Fixed(Int16ul if little else Int16ub)
+            self.u8 = Fixed(Int8ul)
+
+        def _parse(self, stream, context, path):
+            start = stream_tell(stream, path)
+            wide = context.version >= VERSION_FEATURE_U16
+            f = (self.u16 if wide else self.u8)._parse(stream, context, path)
+            if context.version >= VERSION_BLOCK_IDS and f & ~KNOWN_FEATURES:
+                raise MapFault(f"invalid encoding for BBAddrMap::Features: {f:#x}", start, path)
+            return f
+
+        def _build(self, obj, stream, context, path):
+            wide = context.version >= VERSION_FEATURE_U16
+            return (self.u16 if wide else self.u8)._build(obj, stream, context, path)
+
+    for cls in (Count, Version, Feature):  # named as if declared at module level
+        cls.__module__, cls.__qualname__ = __name__, cls.__name__
+    return {"Count": Count, "Version": Version, "Feature": Feature}
 
 
-class Count(Construct):
-    """ULEB32 count of items each taking at least ``min_bytes(ctx)`` bytes.
-
-    A count the remaining bytes cannot hold is refused before anything is allocated
-    (``nonzero`` also refuses 0: LLVM's "invalid zero number of BB ranges").
-    """
-
-    def __init__(self, what: str, min_bytes, nonzero: bool = False, bits: int = 32) -> None:
-        super().__init__()
-        self.uleb = ULEB(bits)
-        self.what = what
-        self.min_bytes = min_bytes
-        self.nonzero = nonzero
-
-    def _parse(self, stream, context, path):
-        start = stream_tell(stream, path)
-        n = self.uleb._parse(stream, context, path)
-        if self.nonzero and n == 0:
-            raise MapFault(f"invalid zero number of {self.what} at offset {start:#x}", start, path)
-        need = self.min_bytes(context) if callable(self.min_bytes) else self.min_bytes
-        left = _remaining(stream, path)
-        if need and n * need > left:
-            raise MapFault(f"{self.what} count {n} needs at least {n * need} bytes but only "
-                           f"{left} remain", start, path)
-        return n
-
-    def _build(self, obj, stream, context, path):
-        return self.uleb._build(obj, stream, context, path)
-
-
-class Version(Construct):
-    """The version byte: 1..5 (1 is accepted as LLVM 15/16 did; 22 refuses it)."""
-
-    def _parse(self, stream, context, path):
-        start = stream_tell(stream, path)
-        v = Fixed(Int8ul)._parse(stream, context, path)
-        if not 1 <= v <= MAX_VERSION:
-            raise MapFault(f"unsupported SHT_LLVM_BB_ADDR_MAP version: {v}", start, path)
-        return v
-
-    def _build(self, obj, stream, context, path):
-        return Fixed(Int8ul)._build(obj, stream, context, path)
-
-
-class Feature(Construct):
-    """u8 (versions 1-4) or u16 (5); bits no LLVM defines are refused (layout unknown)."""
-
-    def __init__(self, little: bool) -> None:
-        super().__init__()
-        self.u16 = Fixed(Int16ul if little else Int16ub)
-        self.u8 = Fixed(Int8ul)
-
-    def _parse(self, stream, context, path):
-        start = stream_tell(stream, path)
-        wide = context.version >= VERSION_FEATURE_U16
-        f = (self.u16 if wide else self.u8)._parse(stream, context, path)
-        if context.version >= VERSION_BLOCK_IDS and f & ~KNOWN_FEATURES:
-            raise MapFault(f"invalid encoding for BBAddrMap::Features: {f:#x}", start, path)
-        return f
-
-    def _build(self, obj, stream, context, path):
-        wide = context.version >= VERSION_FEATURE_U16
-        return (self.u16 if wide else self.u8)._build(obj, stream, context, path)
+CONSTRUCT_TYPES = ("Count", "Version", "Feature")
+__getattr__, _declared = lazy_declarations(globals(), _declare, CONSTRUCT_TYPES)
 
 
 def _eff(c) -> int:
@@ -215,6 +214,10 @@ def _total_blocks(c) -> int:
 
 def _address(address_size: int, little: bool) -> Construct:
     """A pointer-sized field in the file's byte order."""
+    from construct import Int32ub, Int32ul, Int64ub, Int64ul
+
+    from bbmap.formats.leb128 import Fixed
+
     return Fixed({(8, True): Int64ul, (8, False): Int64ub,
                   (4, True): Int32ul, (4, False): Int32ub}[address_size, little])
 
@@ -222,6 +225,24 @@ def _address(address_size: int, little: bool) -> Construct:
 @lru_cache(maxsize=8)
 def function_struct(versioned: bool = True, address_size: int = 8, little: bool = True):
     """One function record of a map section (``versioned=False``: the V0 type)."""
+    from construct import (
+        Array,
+        Computed,
+        If,
+        Int64ub,
+        Int64ul,
+        PrefixedArray,
+        Rebuild,
+        Struct,
+        Tell,
+        len_,
+        this,
+    )
+
+    from bbmap.formats.leb128 import ULEB32, ULEB64, Fixed
+
+    types = _declared()
+    Count, Version, Feature = types["Count"], types["Version"], types["Feature"]  # noqa: N806
     addr = _address(address_size, little)
     u64 = Fixed(Int64ul if little else Int64ub)
     entry = Struct(
@@ -281,6 +302,11 @@ def function_struct(versioned: bool = True, address_size: int = 8, little: bool 
 @lru_cache(maxsize=8)
 def bb_info_struct(address_size: int = 8, little: bool = True):
     """One function of the 2020 ``.bb_info`` proposal: the entry block has no offset."""
+    from construct import Array, Struct, Tell, this
+
+    from bbmap.formats.leb128 import ULEB32
+
+    Count = _declared()["Count"]  # noqa: N806
     addr = _address(address_size, little)
     block = Struct("offset" / ULEB32, "size" / ULEB32, "metadata" / ULEB32)
     return Struct(

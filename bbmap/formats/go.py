@@ -89,7 +89,8 @@ def _declare() -> dict[str, Any]:
     return {"BuildInfoHeader": header, "BuildInfoInline": inline}
 
 
-__getattr__ = lazy_declarations(globals(), _declare, ("BuildInfoHeader", "BuildInfoInline"))
+CONSTRUCT_TYPES = ("BuildInfoHeader", "BuildInfoInline")
+__getattr__, _declared = lazy_declarations(globals(), _declare, CONSTRUCT_TYPES)
 
 # ------------------------------------------------------------ .gopclntab
 GO_PCLNTAB_SECTION = ".gopclntab"
