@@ -222,3 +222,44 @@ def test_fast_paths_import_the_declared_names():
                  "KNOWN_METADATA", "VERSION_FEATURE_U16"):
         assert getattr(decode_fast, name) is getattr(bam, name)
     assert writer.FEAT_CALLSITE_OFFSETS is bam.FEAT_CALLSITE_OFFSETS
+
+
+# ---------------------------------------------------------------- lazily built declarations
+LAZY_FORMAT_MODULES = ("bbmap.formats.bbaddrmap", "bbmap.formats.leb128", "bbmap.formats.go")
+
+
+@pytest.mark.parametrize("name", LAZY_FORMAT_MODULES)
+def test_lazy_declarations_build_exactly_the_names_they_promise(name):
+    """A format module whose construct types are built on first use (spec/startup.md)
+    lists them in ``CONSTRUCT_TYPES``: its ``_declare`` builds exactly those, each named
+    as if declared at module level, and ``from module import NAME`` finds each."""
+    import importlib
+
+    mod = importlib.import_module(name)
+    built = mod._declare()
+    assert sorted(built) == sorted(mod.CONSTRUCT_TYPES)
+    for n in mod.CONSTRUCT_TYPES:
+        value = getattr(mod, n)
+        assert type(value).__qualname__ == type(built[n]).__qualname__
+        if isinstance(value, type):
+            assert (value.__module__, value.__qualname__) == (name, n)
+    with pytest.raises(AttributeError):
+        _ = mod.NO_SUCH_NAME
+
+
+def test_format_constants_import_without_construct():
+    """The constants the fast paths use come from the format modules without construct
+    (~7 ms of start-up): a fresh interpreter imports them and construct stays unloaded
+    until a declaration is used."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from bbmap.formats import bbaddrmap, leb128, go, elf; "
+            "assert 'construct' not in sys.modules, 'at import'; "
+            "bbaddrmap.FEAT_BB_HASH, leb128.LEB_MORE, go.BUILDINFO_MAGIC; "
+            "assert 'construct' not in sys.modules; "
+            "from bbmap.formats.leb128 import ULEB32; assert 'construct' in sys.modules; "
+            "print(ULEB32.parse(bytes([leb128.LEB_MORE | 1, 1])))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(1 | 1 << leb128.LEB_GROUP_BITS)
