@@ -17,7 +17,7 @@ import pytest
 from helpers import CORPUS, load_manifest
 
 from bbmap.aggregate import annotate
-from bbmap.outputs.csvout import render_csv
+from bbmap.outputs.csvout import PREFIX_PICK_BYTES, render_csv
 from bbmap.outputs.jsonout import render_json
 from bbmap.testing import render_oracle
 
@@ -77,3 +77,10 @@ def test_names_that_need_escaping_and_quoting() -> None:
     r.functions.names = [every + n for n in names]
     assert render_csv(r) == render_oracle.render_csv(r)
     assert render_json(r) == render_oracle.render_json(r)
+    # names longer than a row column takes (C++ templates): a marker byte per row,
+    # replaced by the function's prefix once per function; with and without quoting
+    long = "t<" + "x" * PREFIX_PICK_BYTES + ">"
+    for pre in ("", every):
+        r.functions.names = [pre + long + n for n in names]
+        assert render_csv(r) == render_oracle.render_csv(r)
+        assert render_json(r) == render_oracle.render_json(r)

@@ -25,18 +25,25 @@ import numpy as np
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.formats.bbaddrmap import MD_NAMES
-from bbmap.outputs.columnar import UTF8_ERRORS, Dec, Hex, Pick, cut, render_rows
+from bbmap.outputs.columnar import UTF8_ERRORS, Dec, Hex, Pick, cut_groups, render_rows
 from bbmap.outputs.hot_table import hot_table
 
 COLUMNS = ("record", "function", "id", "address", "size", "flags", "samples", "period",
            "count", "to", "kind", "source")
 _FLAGS_CSV = ["|".join(n for n, bit in MD_NAMES.items() if md & bit).encode() for md in range(256)]
 _KINDS_CSV = [k.encode() for k in EDGE_KINDS]
+# a function's ``block,<name>,`` prefix is a column of every row while the names are at
+# most this long; past it (kilobytes of C++ template) a marker byte starts each row and
+# is replaced by the prefix once per function, so the row matrix stays narrow
+PREFIX_PICK_BYTES = 96
 _QUOTE_IF = (",", '"', "\r", "\n")  # csv.writer's QUOTE_MINIMAL triggers (and more is safe)
 
 
 def csv_fields(texts: list[str]) -> list[str]:
     """Each text as ``csv.writer`` writes it in a row of several fields."""
+    joined = "".join(texts)
+    if not any(c in joined for c in _QUOTE_IF):  # the usual case: nothing to quote
+        return list(texts)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     out = []
@@ -86,33 +93,33 @@ def _rows(r: AnnotateResult, top: int | None) -> bytes:
     names = [s.encode("utf-8", UTF8_ERRORS) for s in
              csv_fields([r.functions.names[k] for k in t.keys.tolist()])]
     cross = [s.encode("utf-8", UTF8_ERRORS) for s in csv_fields(t.cross_names)]
-    mark = _marker(names + cross)
+    mark = b""
+    if max(map(len, names)) > PREFIX_PICK_BYTES:
+        mark = _marker(names + cross)
     fpos = np.arange(n)
     b = t.block
-    blocks, bptr = render_rows(len(b), [
+    blocks = cut_groups(render_rows(len(b), [
         mark or Pick([b"block," + s + b"," for s in names], np.repeat(fpos, np.diff(t.block_ptr))),
         Dec(m.block_id[b]), b",0x", Hex(r.block_start[b]), b",",
         Dec(m.block_size[b]), b",", Pick(_FLAGS_CSV, m.block_md[b]), b",",
         Dec(r.block_samples[b]), b",", Dec(r.block_period[b]), b",", Dec(r.block_count[b]),
-        b",,," + src + b"\n"])
+        b",,," + src + b"\n"]), t.block_ptr)
     e = t.edge
-    edges, eptr = render_rows(len(e), [
+    edges = cut_groups(render_rows(len(e), [
         mark or Pick([b"edge," + s + b"," for s in names], np.repeat(fpos, np.diff(t.edge_ptr))),
         Dec(m.block_id[r.edge_from[e]]), b",,,,,,", Dec(r.edge_count[e]), b",",
         Dec(m.block_id[r.edge_to[e]], where=t.to_cross < 0),
         Pick([b""] + cross, t.to_cross + 1), b",", Pick(_KINDS_CSV, r.edge_kind[e]),
-        b"," + src + b"\n"])
-    bl = cut(blocks, bptr, t.block_ptr[:-1], t.block_ptr[1:])
-    ed = cut(edges, eptr, t.edge_ptr[:-1], t.edge_ptr[1:])
+        b"," + src + b"\n"]), t.edge_ptr)
     out: list = [None] * (2 * n)
-    if not mark:  # the names hold every control byte: each row carries its prefix
-        out[0::2], out[1::2] = bl, ed
+    if not mark:  # each row carries its prefix
+        out[0::2], out[1::2] = blocks, edges
         return b"".join(out)
     out = []
-    for name, x, y in zip(names, bl, ed):
-        out.append(bytes(x).replace(mark, b"block," + name + b","))
-        if len(y):
-            out.append(bytes(y).replace(mark, b"edge," + name + b","))
+    for name, x, y in zip(names, blocks, edges):
+        out.append(x.replace(mark, b"block," + name + b","))
+        if y:
+            out.append(y.replace(mark, b"edge," + name + b","))
     return b"".join(out)
 
 
