@@ -245,3 +245,38 @@ def test_console_script_quick_exit_keeps_output_cache_and_warnings(fmt, tmp_path
         assert (b"ignored" in got.stderr) == (run == "corrupt"), got.stderr
     with np.load(_entry(tmp_path / "cache")) as z:  # a whole entry, readable
         assert int(z["version"][0]) >= 1
+
+
+@pytest.mark.skipif(not Path(PIE_BINARY).exists(), reason="corpus not built")
+def test_a_warm_cache_needs_no_capstone(tmp_path, monkeypatch):
+    """A CFG taken whole from the cache decodes nothing, so capstone (~16 ms of imports)
+    is not loaded: with every ``import capstone`` made to fail, the cached CFG of the
+    functions without an indirect jump (whose jump tables are read with capstone) is
+    still made, and equals the fresh one."""
+    import sys
+
+    from bbmap.cfg import T_INDIRECT, T_TABLE
+
+    b = load_binary(PIE_BINARY)
+    cache = DisasmCache(str(tmp_path))
+    full = _cfg_or_skip(b, cache=cache)
+    ind = np.isin(full.term, [T_INDIRECT, T_TABLE])
+    fs = np.setdiff1d(np.arange(b.block_map.num_functions), np.unique(full.block_func[ind]))
+    assert len(fs) and ind.any()
+    fresh = recover_cfg(b, functions=fs)
+    monkeypatch.setitem(sys.modules, "capstone", None)  # importing it raises ImportError
+    got = recover_cfg(load_binary(PIE_BINARY), functions=fs, cache=DisasmCache(str(tmp_path)))
+    _same_cfg(got, fresh)
+
+
+def test_capstone_version_is_the_same_before_and_after_importing_it():
+    """One install makes one key whether capstone is imported yet or not."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from bbmap.binary.disasm import capstone_version as v; a = v(); "
+            "import capstone; v.cache_clear(); b = v(); assert a == b, (a, b); "
+            "assert 'capstone' in sys.modules; print(a)")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip()

@@ -96,7 +96,7 @@ KINDS = [D.RET, D.JMP, D.JMP_INDIRECT, D.JMP_INDIRECT, D.TRAP, D.JCC, D.CALL, D.
 def test_decode_real_bytes(fast):
     """capstone's instruction ids (fast path) and its mnemonics (slow path) agree."""
     dis = D.Disassembler("EM_X86_64")
-    dis._fast = fast and D._FAST
+    dis._fast = fast and D._fast_tables() is not None
     d = dis.decode(CODE, 0x1000)
     assert d.kinds.tolist() == KINDS
     assert int(d.addr[1]) == 0x1001 and int(d.target[1]) == 0x1006  # jmp +0

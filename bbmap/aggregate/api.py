@@ -577,6 +577,9 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     if not int(res.block_samples.sum()):
         res.inference = {"status": "skipped", "reason": "no IP sample in a block"}
         return res
+    from bbmap.inference.solvers import preload
+
+    preload(solver)  # OR-Tools' library loads while the CFG and the network are made
     from bbmap.aggregate.lbr import K_BRANCH, K_CALL, K_FALLTHROUGH
     from bbmap.cfg import recover_cfg
     from bbmap.inference.counts import infer_counts

@@ -13,7 +13,11 @@ found with ``searchsorted`` instead of a loop per block.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
+import importlib.util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -238,19 +242,39 @@ class CodeTable:
 
 
 class Disassembler:
-    """capstone for x86-64 and i386 (the targets LLVM emits block maps for here)."""
+    """capstone for x86-64 and i386 (the targets LLVM emits block maps for here).
+
+    capstone is loaded on the first decode, not when the disassembler is made: a CFG
+    taken whole from the disassembly cache decodes nothing, and importing capstone
+    (every architecture's module, ~16 ms) was a third of what the cached CFG cost."""
 
     def __init__(self, machine: object, elfclass: int = 64) -> None:
-        import capstone
-
         bits = MACHINES.get(machine)  # type: ignore[arg-type]
         if bits is None:
             raise BBMapError(f"instruction checks support x86-64 and i386, not {machine}")
-        mode = capstone.CS_MODE_64 if bits == 64 else capstone.CS_MODE_32
-        self._cs = capstone.Cs(capstone.CS_ARCH_X86, mode)
-        self._cs.detail = False
         self.bits = bits
-        self._fast = _FAST
+        self._handle = None
+        self._fast_set: bool | None = None
+
+    @property
+    def _cs(self):  # noqa: ANN202 - a capstone.Cs
+        if self._handle is None:
+            import capstone
+
+            mode = capstone.CS_MODE_64 if self.bits == 64 else capstone.CS_MODE_32
+            cs = capstone.Cs(capstone.CS_ARCH_X86, mode)
+            cs.detail = False
+            self._handle = cs
+        return self._handle
+
+    @property
+    def _fast(self) -> bool:
+        """Read capstone's instruction array with numpy (else ``disasm_lite``)."""
+        return _fast_tables() is not None if self._fast_set is None else self._fast_set
+
+    @_fast.setter
+    def _fast(self, value: bool) -> None:
+        self._fast_set = value
 
     def decode(self, code: bytes, base: int, marks: np.ndarray | None = None) -> Decoded:
         """Decode from ``base`` until the bytes end or do not decode (columns).  At the
@@ -277,18 +301,19 @@ class Disassembler:
         """``cs_disasm`` once, columns read with numpy straight from capstone's array."""
         import capstone
 
+        insn_dtype, kind_of_id = _fast_tables()  # type: ignore[misc]
         insn = ctypes.POINTER(capstone._cs_insn)()
         n = capstone._cs.cs_disasm(self._cs.csh, code, len(code), base, 0, ctypes.byref(insn))
         if n <= 0:
             return Decoded.empty()
         try:
-            buf = (ctypes.c_char * (n * _INSN_DTYPE.itemsize)).from_address(
+            buf = (ctypes.c_char * (n * insn_dtype.itemsize)).from_address(
                 ctypes.addressof(insn.contents))
-            arr = np.frombuffer(buf, dtype=_INSN_DTYPE, count=n)
+            arr = np.frombuffer(buf, dtype=insn_dtype, count=n)
             addr = arr["address"].astype(np.uint64)
             size = arr["size"].astype(np.uint8)
             ids = arr["id"].astype(np.int64)
-            kinds = _KINDS[np.minimum(ids, len(_KINDS) - 1)]
+            kinds = kind_of_id[np.minimum(ids, len(kind_of_id) - 1)]
             target = np.full(n, -1, dtype=np.int64)
             br = np.nonzero((kinds == JMP) | (kinds == CALL) | (kinds == JCC))[0]
             if len(br):
@@ -401,12 +426,34 @@ def _insn_dtype() -> np.dtype:
                      "itemsize": ctypes.sizeof(S)})
 
 
-try:
-    _INSN_DTYPE = _insn_dtype()
-    _KINDS = _kind_table()
-    _FAST = True
-except (ImportError, AttributeError):  # a capstone without these internals: slow path
-    _FAST = False
+@functools.cache
+def _fast_tables() -> tuple[np.dtype, np.ndarray] | None:
+    """(numpy view of ``cs_insn``, kind per instruction id), made on the first decode;
+    None for a capstone without these internals (the slow path)."""
+    try:
+        return _insn_dtype(), _kind_table()
+    except (ImportError, AttributeError):
+        return None
+
+
+@functools.cache
+def capstone_version() -> str:
+    """capstone's version, for cache keys: the installed distribution's version read
+    from its ``dist-info`` directory beside the package (what ``importlib.metadata``
+    reads, without the ~40 ms of importing it, nor the ~16 ms of importing capstone),
+    else the binding's ``__version__`` (the same answer whether capstone is imported
+    yet or not, so one install always makes the same keys)."""
+    spec = importlib.util.find_spec("capstone")
+    if spec is not None and spec.origin:
+        site = os.path.dirname(os.path.dirname(spec.origin))
+        with contextlib.suppress(OSError):
+            found = [n[len("capstone-"):-len(".dist-info")] for n in os.listdir(site)
+                     if n.startswith("capstone-") and n.endswith(".dist-info")]
+            if len(found) == 1:
+                return "dist-" + found[0]
+    import capstone
+
+    return capstone.__version__
 
 
 SECTION_SWEEP_SHARE = 0.5  # sweep neighbouring ranges together when the wanted ranges cover

@@ -38,6 +38,7 @@ from bbmap.binary.disasm import (
     Decoded,
     Disassembler,
     SweptRows,
+    capstone_version,
 )
 
 CACHE_VERSION = 2  # bump when an entry's layout or the sweep's output changes
@@ -83,10 +84,8 @@ class DisasmCache:
     def key(data: bytes | memoryview, dis: Disassembler, range_section: np.ndarray,
             range_base: np.ndarray, block_start: np.ndarray, range_end: np.ndarray,
             range_block_ptr: np.ndarray) -> str:
-        import capstone
-
         h = hashlib.sha256()
-        h.update(f"bbmap-disasm-v{CACHE_VERSION} capstone-{capstone.__version__} "
+        h.update(f"bbmap-disasm-v{CACHE_VERSION} capstone-{capstone_version()} "
                  f"bits-{dis.bits} {SLOW_PREFIXES!r} {STACK_WORDS!r} {MEMORY_OK!r}\0".encode())
         h.update(hashlib.sha256(data).digest())
         for a, t in ((range_section, np.int64), (range_base, np.uint64),

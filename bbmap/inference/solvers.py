@@ -29,6 +29,35 @@ from bbmap.errors import BBMapError
 INF_CAPACITY = 1 << 50  # profi's INF (the values are summed, so not int64 max)
 
 
+_preloading: list = []  # the preload thread, once started
+
+
+def preload(name: str = "auto") -> None:
+    """Start loading OR-Tools' extension library in a background thread, when ``name``
+    may pick it: the dynamic loader's relocation of ``libortools`` is ~27 ms of the
+    import, and ``ctypes`` runs ``dlopen`` without the GIL, so it overlaps the CFG and
+    network work that comes before the solve (the import itself then finds the library
+    loaded: <1 ms).  Any failure is left to the real import to report."""
+    if name not in ("auto", "ortools") or _preloading:
+        return
+    import threading
+
+    def load() -> None:
+        try:
+            import ctypes
+            import importlib.util
+
+            spec = importlib.util.find_spec("ortools.graph.python.min_cost_flow")
+            if spec is not None and spec.origin:
+                ctypes.CDLL(spec.origin)
+        except Exception:  # noqa: BLE001, S110 - the import that follows reports it
+            pass
+
+    t = threading.Thread(target=load, name="bbmap-preload-ortools", daemon=True)
+    _preloading.append(t)
+    t.start()
+
+
 def available(name: str) -> bool:
     try:
         if name == "ortools":

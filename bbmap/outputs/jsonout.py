@@ -1,4 +1,3 @@
-# ruff: noqa: UP031 - %-formatting of preformatted JSON fragments is the fast path here
 """JSON output (shape in spec/annotate-json.md).
 
 Written as one document with a fixed key order, each top-level value and each function
