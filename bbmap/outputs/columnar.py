@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bbmap.outputs.json_fragments import num_digits
+
 CHUNK_BYTES = 8 << 20  # matrix bytes formatted per pass (see the module docstring)
 UTF8_ERRORS = "surrogateescape"  # text <-> bytes of names and paths, as bbmap's text
 # outputs write them (a file name that is not UTF-8 comes back as its own bytes)
@@ -60,17 +62,11 @@ class Pick:
 Field = bytes | Dec | Hex | Pick
 
 
-_POW10 = 10 ** np.arange(1, 20, dtype=np.uint64)  # 10 .. 10**19: digit counts by search
 _U32 = 1 << 32
 # the 4-digit groups "0000".."9999" as 4-byte items: a value is cut into groups of four
 # digits (one divmod per group, not per digit) and each group is one table pick
 _QUAD = np.array([b"%04d" % i for i in range(10_000)], "S4").view("V4")
 _HEX_PAIRS = np.array([b"%02x" % i for i in range(256)], "S2").view("V2")
-
-
-def _digits(mag: np.ndarray) -> np.ndarray:
-    """Number of decimal digits of each value (1 for 0)."""
-    return (np.searchsorted(_POW10, mag, side="right") + 1).astype(np.uint8)
 
 
 @dataclass
@@ -103,7 +99,7 @@ def _layout(fields: Sequence[Field]) -> list[_Slot]:
                 mag = np.where(f.where, mag, 0)
                 neg = None if neg is None else neg & f.where
             top = int(mag.max()) if len(mag) else 0
-            nd = _digits(mag)
+            nd = num_digits(mag).astype(np.uint8)
             if f.where is not None:
                 nd[~np.asarray(f.where, bool)] = 0
             length = nd.astype(np.int64) if neg is None else nd.astype(np.int64) + neg
