@@ -208,33 +208,25 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
     off_t = ks + hasid
     size_t = off_t + 1
     f_cs = (feff & FEAT_CALLSITE_OFFSETS) != 0
-    ncs_full = None
-    if f_cs.any() and bool(f_cs.all()):
-        # every block has a callsite list (a clang-22 map): whole columns, no selection;
-        # the count is where a block without the feature would have its size
+    if f_cs.any():
+        # callsite lists on most blocks (clang-22 puts the feature on every function
+        # with a call): whole columns, the blocks without the feature zeroed after
+        # (the count is where such a block has its size: a valid token either way)
         ncs_full = V[size_t].astype(np.int64)
+        blk_cs = None if bool(f_cs.all()) else np.repeat(f_cs, blocks_per_func)
+        if blk_cs is not None:
+            ncs_full *= blk_cs
         bad_ncs = (ncs_full > U32) if wide else None
         if any_bad_tok:
-            bad_ncs = bad_tok[size_t] if bad_ncs is None else bad_ncs | bad_tok[size_t]
+            bt = bad_tok[size_t] if blk_cs is None else bad_tok[size_t] & blk_cs
+            bad_ncs = bt if bad_ncs is None else bad_ncs | bt
         if bad_ncs is not None and bad_ncs.any():
             bad_blocks.append(np.flatnonzero(bad_ncs))
             ncs_full[bad_ncs] = 0
         size_t = ncs_full + off_t
-        size_t += 2
-    elif f_cs.any():
-        ncs_full = np.zeros(B, np.int64)
-        cs_idx = np.flatnonzero(np.repeat(f_cs, blocks_per_func))
-        ncs_tok = size_t[cs_idx]
-        ncs_c = V[ncs_tok].astype(np.int64)
-        bad_ncs = (ncs_c > U32) if wide else np.zeros(len(cs_idx), "?")
-        if any_bad_tok:
-            bad_ncs |= bad_tok[ncs_tok]
-        if bad_ncs.any():
-            bad_blocks.append(cs_idx[bad_ncs])
-            ncs_c[bad_ncs] = 0
-        ncs_full[cs_idx] = ncs_c
-        size_t[cs_idx] += 1 + ncs_c
-    if ncs_full is None:
+        size_t += 1
+        size_t += 1 if blk_cs is None else blk_cs
+    else:
         ncs_full = np.zeros(B, np.int64)
     md_t = size_t + 1
     raw_off = V[off_t]
@@ -253,11 +245,17 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
     size = raw_size.astype(np.uint64)
     cs_abs = np.zeros(0, np.uint64)
     if len(cs_blocks):
-        cs_tok = expand_ranges(off_t[cs_blocks] + 2, ncs_full[cs_blocks])
+        per_block = ncs_full[cs_blocks]
+        single = bool((per_block == 1).all())  # (usual: one call ends a block)
+        cs_tok = off_t[cs_blocks] + 2 if single else expand_ranges(off_t[cs_blocks] + 2,
+                                                                    per_block)
         deltas = V[cs_tok].astype(np.uint64)
         wide_delta = (deltas > U32) if wide else None
-        cs_abs = segment_cumsum(deltas, m.block_cs_ptr[np.append(cs_blocks, B)])
-        last_cs = cs_abs[m.block_cs_ptr[cs_blocks + 1] - 1]
+        if single:  # each list's running sum is its one delta
+            cs_abs = last_cs = deltas
+        else:
+            cs_abs = segment_cumsum(deltas, m.block_cs_ptr[np.append(cs_blocks, B)])
+            last_cs = cs_abs[m.block_cs_ptr[cs_blocks + 1] - 1]
         size[cs_blocks] += last_cs
         bad_cs = cs_abs > U32
         if wide:

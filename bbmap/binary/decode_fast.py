@@ -169,9 +169,9 @@ class _Walker:
         self.data = data
         self.n = len(data)
         b = np.frombuffer(data, dtype=np.uint8)
-        term, vals, bad = uleb_tokens(b)
-        # one byte per data byte, 1 where a token ends: token counts of short spans
-        self.is_term = data.translate(TERM_BYTES)
+        term, vals, bad, cont = uleb_tokens(b)
+        self.cont = cont  # continuation bytes: tokens before byte p = p - those before p
+        self._is_term: bytes | None = None
         self._cumm: memoryview | None = None
         self.term_np, self.vals_np, self.bad_np = term, vals, bad
         self.bad = memoryview(bad.view(np.uint8))
@@ -209,8 +209,16 @@ class _Walker:
         """Drop what only the walk needs (terminator positions, byte -> token counts):
         the column gathering that follows is the memory peak of a decode."""
         self.T = self._cumm = None  # type: ignore[assignment]
-        self.term_np = self.is_term = None  # type: ignore[assignment]
+        self.term_np = self._is_term = self.cont = None  # type: ignore[assignment]
         self._cands = {}
+
+    @property
+    def is_term(self) -> bytes:
+        """One byte per data byte, 1 where a token ends: token counts of the short
+        spans the one-by-one walk steps over (built when it first runs)."""
+        if self._is_term is None:
+            self._is_term = self.data.translate(TERM_BYTES)
+        return self._is_term
 
     @property
     def cumm(self) -> memoryview:
@@ -310,17 +318,11 @@ class _Walker:
         P = P[ok]
         feat = lo[ok].astype(np.int64)
         T = self.term_np
-        # tokens ending before each candidate (counted between candidates: a search of
-        # ten million terminators per candidate costs more) and before its block count
-        before = np.zeros(len(P), np.int64)
-        if len(P):
-            ends = np.frombuffer(self.is_term, np.uint8)
-            before[0] = np.count_nonzero(ends[:P[0]])
-            np.cumsum(np.add.reduceat(ends, P, dtype=np.int64)[:-1], out=before[1:])
-            before[1:] += before[0]
-        knb = before.copy()
-        for j in range(hdr + asz):
-            knb += ends[P + j] if len(P) else 0
+        # tokens ending before each candidate and before its block count: the bytes
+        # before it less the continuation bytes before it (few: a short search)
+        before = P - np.searchsorted(self.cont, P)
+        knb = P + (hdr + asz)
+        knb -= np.searchsorted(self.cont, knb)
         ntok = self.ntok
         inside = knb < ntok
         P, feat, knb, before = P[inside], feat[inside], knb[inside], before[inside]

@@ -18,39 +18,49 @@ TERM_BYTES = bytes(1 if i < LEB_MORE else 0 for i in range(256))  # for bytes.tr
 
 
 
-def terminators(mask: np.ndarray, itype: type) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the True bytes of ``mask`` as ``itype``, and the indices of the
-    multi-byte tokens (those whose terminator does not directly follow the previous
-    one), found a slice at a time: one int64 ``flatnonzero`` or ``diff`` of a 10 MB
-    map would be tens of MB to fault in."""
+def terminators(mask: np.ndarray, itype: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions of the True bytes of ``mask`` as ``itype`` (found a slice at a time:
+    one int64 ``flatnonzero`` of a 10 MB map would be tens of MB to fault in), the
+    positions of the False bytes (the continuation bytes: few, since nearly every field
+    is a one-byte token), and the indices of the multi-byte tokens.
+
+    A multi-byte token ends at a terminator right after a continuation byte; every byte
+    is one or the other, so the terminator at byte q is token q - (continuation bytes
+    before q): no pass over the terminators is needed to find them."""
     term = np.empty(int(np.count_nonzero(mask)), itype)
-    multi = []
-    at, last = 0, -1
+    at = 0
     for s in range(0, len(mask), SLICE):
         idx = np.flatnonzero(mask[s:s + SLICE])
         if not len(idx):
             continue
         idx += s
         term[at:at + len(idx)] = idx
-        multi.append(np.flatnonzero(np.diff(idx, prepend=last) > 1) + at)
-        at, last = at + len(idx), int(idx[-1])
-    return term, (np.concatenate(multi) if multi else np.zeros(0, np.int64))
+        at += len(idx)
+    cont = np.flatnonzero(~mask)
+    after = cont + 1
+    if len(after) and after[-1] >= len(mask):  # a section ending inside a token
+        after = after[:-1]
+    ends = np.flatnonzero(mask[after])
+    return term, cont, after[ends] - (ends + 1)
 
 
-def uleb_tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Terminator positions, ULEB values ending there, and a per-token 'malformed' flag.
+def uleb_tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Terminator positions, ULEB values ending there, a per-token 'malformed' flag,
+    and the continuation bytes' positions (tokens ending before byte p: p minus the
+    continuation bytes before p).
 
     Indices are int32 and values uint32 unless the section needs wider (less memory
     to fault in: a clang-sized map has ~10 million tokens).  Multi-byte tokens are
     the few decoded byte by byte.
     """
     itype = np.int32 if len(b) < 2**30 else np.int64
-    term, multi = terminators(b < LEB_MORE, itype)
+    mask = b < LEB_MORE
+    term, cont, multi = terminators(mask, itype)
     ntok = len(term)
     ml = term[multi] - np.where(multi > 0, term[np.maximum(multi - 1, 0)], -1)
     maxlen = int(ml.max()) if len(ml) else 1
     vtype = np.uint64 if maxlen > 4 else np.uint32
-    vals = b[term].astype(vtype)
+    vals = b[mask].astype(vtype)  # (a boolean compress: no int64 copy of the positions)
     vals &= LEB_PAYLOAD
     bad = np.zeros(ntok, dtype="?")
     if len(multi):
@@ -63,4 +73,4 @@ def uleb_tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         vals[multi] = v.astype(vtype)
         if maxlen >= MAX_ULEB_BYTES:
             bad[multi] = (ml > MAX_ULEB_BYTES) | ((ml == MAX_ULEB_BYTES) & (b[term[multi]] > 1))
-    return term, vals, bad
+    return term, vals, bad, cont
