@@ -171,7 +171,6 @@ class _Walker:
         b = np.frombuffer(data, dtype=np.uint8)
         term, vals, bad, cont = uleb_tokens(b)
         self.cont = cont  # continuation bytes: tokens before byte p = p - those before p
-        self._is_term: bytes | None = None
         self._cumm: memoryview | None = None
         self.term_np, self.vals_np, self.bad_np = term, vals, bad
         self.bad = memoryview(bad.view(np.uint8))
@@ -209,16 +208,8 @@ class _Walker:
         """Drop what only the walk needs (terminator positions, byte -> token counts):
         the column gathering that follows is the memory peak of a decode."""
         self.T = self._cumm = None  # type: ignore[assignment]
-        self.term_np = self._is_term = self.cont = None  # type: ignore[assignment]
+        self.term_np = self.cont = None  # type: ignore[assignment]
         self._cands = {}
-
-    @property
-    def is_term(self) -> bytes:
-        """One byte per data byte, 1 where a token ends: token counts of the short
-        spans the one-by-one walk steps over (built when it first runs)."""
-        if self._is_term is None:
-            self._is_term = self.data.translate(TERM_BYTES)
-        return self._is_term
 
     @property
     def cumm(self) -> memoryview:
@@ -385,7 +376,6 @@ class _Walker:
         column run of their own."""
         data, n, T, Vm, bad = self.data, self.n, self.T, self.Vm, self.bad
         asz, ntok, little = self.asz, self.ntok, self.inp.little
-        count = self.is_term.count
         kpos = bisect_left(T, pos)  # tokens ending before pos
         starts, firsts = out if out is not None else ([], [])
         s_pos, s_k0 = starts.append, firsts.append
@@ -411,7 +401,7 @@ class _Walker:
                     if feat & _GENERAL_FEATURES or v > MAX_VERSION:
                         return pos
                 p = pos + hdr + asz
-                k = kpos + count(1, pos, p)
+                k = kpos + data[pos:p].translate(TERM_BYTES).count(1)  # (a few bytes)
                 # (an index past the tokens raises IndexError: the general walk decides)
                 if T[k - 1] + 1 != p or bad[k]:
                     return pos
