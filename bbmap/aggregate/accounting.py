@@ -63,13 +63,14 @@ class Accounting:
                     count: np.ndarray | None = None) -> None:
         """One sample per row, or ``count[i]`` samples whose periods sum to ``period[i]``
         (distinct keys of a batch, bbmap.aggregate.distinct)."""
+        rows = np.bincount(where, minlength=len(BUCKETS))
         if count is None:
-            self.samples += np.bincount(where, minlength=len(BUCKETS))[: len(BUCKETS)]
+            self.samples += rows[: len(BUCKETS)]
         else:  # float weights are exact: a batch's counts are far below 2**53
             self.samples += np.bincount(where, weights=count, minlength=len(BUCKETS)
                                         )[: len(BUCKETS)].astype(np.int64)
         # exact integer sums (a float bincount would round large periods)
-        for k in np.unique(where).tolist():
+        for k in np.flatnonzero(rows).tolist():
             self.period[k] += np.uint64(period[where == k].sum(dtype=np.uint64))
 
     def add_branches(self, where: np.ndarray) -> None:

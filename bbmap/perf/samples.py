@@ -267,7 +267,8 @@ def decode_samples(buf: np.ndarray, offs: np.ndarray, layout: SampleLayout,
     if bad.any():
         br_nr = np.where(bad, 0, br_nr)
     br_ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(br_nr, out=br_ptr[1:])
+    if st & fmt.S_BRANCH_STACK:  # (without, every count is 0)
+        np.cumsum(br_nr, out=br_ptr[1:])
     total = int(br_ptr[-1])
     if total and want_branches:
         br_from, br_to, br_flags = branch_columns(buf, br_start, br_nr, total)
