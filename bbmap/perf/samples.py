@@ -64,6 +64,7 @@ class DecodedSamples:
 
 
 _BYTE_OFFS = np.arange(8, dtype=np.int64)
+_U64_WIDTH = 8
 _FROM_AT, _TO_AT, _FLAGS_AT = (fmt.field_offset(fmt.BranchEntry, f)
                                for f in ("from_", "to", "flags"))
 
@@ -96,34 +97,61 @@ def gather_u16(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 
 class _Cursor:
-    """Per-record read position with bounds: reads past a record's end mark it bad."""
+    """Per-record read position with bounds: reads past a record's end mark it bad.
+
+    While every field so far had the same size in every record (the fixed fields before
+    the first variable-length part) the position is one number, ``fixed`` bytes past each
+    record's start, and a field every record has room for (``room``: the shortest record)
+    is read with no bounds check and no position array; the first variable advance turns
+    the position into an array."""
 
     def __init__(self, buf: np.ndarray, offs: np.ndarray, end: np.ndarray) -> None:
         self.buf = buf
         self.start = offs
         self.end = end
-        self.pos = offs + fmt.EVENT_HEADER_SIZE
+        self.fixed = fmt.EVENT_HEADER_SIZE  # position = start + fixed, while _pos is None
+        self._pos: np.ndarray | None = None
+        self.room = int((end - offs).min()) if len(offs) else 0
         self.bad = np.zeros(len(offs), dtype=bool)
+        # u8 index of each record's start, when every start is 8-aligned (perf's records
+        # are 8-byte multiples): a fixed u8 field is then one gather, no division
+        w = _U64_WIDTH
+        self._q = offs // w if len(offs) and not (offs % w).any() else None
+        self._u64 = buf[:len(buf) - len(buf) % w].view("<u8") if self._q is not None else None
+
+    @property
+    def pos(self) -> np.ndarray:
+        return self.start + self.fixed if self._pos is None else self._pos
 
     def _safe(self, width: int) -> np.ndarray:
-        over = self.pos + width > self.end
+        pos = self.pos
+        over = pos + width > self.end
         if over.any():
             self.bad |= over
-            return np.where(over, self.start, self.pos)
-        return self.pos
+            return np.where(over, self.start, pos)
+        return pos
 
     def u64(self) -> np.ndarray:
+        if self._pos is None and self.fixed + 8 <= self.room:  # in every record: no checks
+            at = self.fixed
+            self.fixed += 8
+            if self._u64 is not None and not at % _U64_WIDTH:
+                return self._u64[self._q + at // _U64_WIDTH]
+            return gather_u64(self.buf, self.start + at)
         v = gather_u64(self.buf, self._safe(8))
-        self.pos = self.pos + 8
+        self.skip(8)
         return np.where(self.bad, np.uint64(0), v)
 
     def u32(self) -> np.ndarray:
         v = gather_u32(self.buf, self._safe(4))
-        self.pos = self.pos + 4
+        self.skip(4)
         return np.where(self.bad, np.uint32(0), v)
 
     def skip(self, nbytes: int) -> None:
-        self.pos = self.pos + nbytes
+        if self._pos is None:
+            self.fixed += nbytes
+        else:
+            self._pos = self._pos + nbytes
 
     def count(self, raw: np.ndarray, unit: int) -> np.ndarray:
         """``raw`` items of ``unit`` bytes each, as int64, bounded by the bytes left."""
@@ -135,7 +163,7 @@ class _Cursor:
         return raw.astype(np.int64)
 
     def advance(self, nbytes: np.ndarray) -> None:
-        self.pos = self.pos + nbytes
+        self._pos = self.pos + nbytes
 
 
 RUN_MIN_ENTRIES = 64  # entries per run below which gathering beats a strided copy per run
