@@ -125,10 +125,8 @@ class Annotator:
         nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
         if len(nb):
             k = self.functions.key_at(r.vaddr[nb], r.func[nb])
-            ok = k >= 0
-            self.no_block_funcs += np.bincount(k[ok], weights=d.count[nb][ok],
-                                               minlength=len(self.no_block_funcs)
-                                               ).astype(np.int64)
+            ok = np.flatnonzero(k >= 0)
+            np.add.at(self.no_block_funcs, k[ok], d.count[nb[ok]])
 
     def fresh(self) -> Annotator:
         """An empty annotator sharing this one's tables (to aggregate one profile apart)."""
