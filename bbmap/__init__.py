@@ -15,7 +15,6 @@ stays cheap for the pytest plugin and for scripts that need one layer only)::
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 __version__ = "0.1.0"
 
@@ -26,7 +25,7 @@ def lazy_exports(package: str, exports: dict[str, str]):  # noqa: ANN201 - (geta
     ``__all__``: ``import bbmap`` (loaded by the pytest plugin in every pytest run) then
     costs nothing until a name is used."""
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:  # (no typing import: --version loads this)
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
