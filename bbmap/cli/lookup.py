@@ -6,7 +6,7 @@ import json
 
 import click
 
-from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, guarded, main
+from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, allow_quick_exit, guarded, main
 from bbmap.cli.options import max_section_size_option
 
 
@@ -67,4 +67,5 @@ def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str |
             click.echo(f"{binary}: {lk.identity()}")
         for r in reports:
             click.echo(format_report(r))
+    allow_quick_exit()  # all printed (the console script flushes): no teardown needed
     raise SystemExit(EXIT_OK if all(r.vaddr is not None for r in reports) else EXIT_PROBLEMS)

@@ -7,7 +7,13 @@ import sys
 
 import click
 
-from bbmap.cli import EXIT_PROBLEMS, guarded, main, refuse_output_over_input
+from bbmap.cli import (
+    EXIT_PROBLEMS,
+    allow_quick_exit,
+    guarded,
+    main,
+    refuse_output_over_input,
+)
 from bbmap.cli.options import output_option, write_output
 
 
@@ -37,6 +43,7 @@ def perf_info_cmd(perf_data: str, as_json: bool, output: str | None) -> None:
     errors = {str(d) for d in diags if d.severity == "error"}
     text = json.dumps(info, indent=2) + "\n" if as_json else format_text(info, errors) + "\n"
     write_output(text, output)
+    allow_quick_exit()  # output written; the reader holds nothing shutdown must free
     for w in info["warnings"]:
         if w in errors and (output or not as_json):  # a JSON document on stdout holds them
             click.echo(f"bbmap: error: {w}", err=True)

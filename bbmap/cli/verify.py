@@ -17,6 +17,7 @@ from bbmap.cli import (
     EXIT_OK,
     EXIT_PROBLEMS,
     EXIT_USAGE,
+    allow_quick_exit,
     guarded,
     main,
     refuse_output_over_input,
@@ -140,6 +141,7 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
                 parts.append(r.coverage.format())
         text = "\n".join(parts) + "\n" if parts else ""
     write_output(text, output)
+    allow_quick_exit()  # output written: nothing left for the interpreter's teardown
     sys.exit(EXIT_USAGE if refused else EXIT_FAILED if errors else EXIT_OK if ok
              else EXIT_PROBLEMS)
 
@@ -176,6 +178,7 @@ def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_js
     else:
         text = rep.format(top=top) + "\n"
     write_output(text, output)
+    allow_quick_exit()  # output written, the disassembly cache entry renamed into place
     for e in rep.errors:
         click.echo(f"bbmap: error: {e}", err=True)
     sys.exit(EXIT_OK if rep.ok else EXIT_PROBLEMS)
