@@ -110,3 +110,23 @@ def test_console_script_dump_ends_with_its_output_complete(tmp_path):
     assert json.loads(r.stdout)["functions"]
     r = _console("dump", str(EH))  # the text table too
     assert r.returncode == 0 and b"SHT_LLVM_BB_ADDR_MAP v5" in r.stdout
+
+
+@pytest.mark.parametrize("args", [["--json"], [], ["--json", "/nonexistent/binary"]])
+def test_dump_leaves_the_garbage_collector_as_it_found_it(args):
+    """`bbmap dump` runs with the cyclic collector off (its objects live to the end and
+    form no cycles); a caller in the same process, a test runner, gets it back on, also
+    when the command fails."""
+    import gc
+
+    _need(EH)
+    argv = ["dump", *args] if args[-1:] == ["/nonexistent/binary"] else ["dump", *args, str(EH)]
+    assert gc.isenabled()
+    CliRunner().invoke(main, argv)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        CliRunner().invoke(main, argv)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
