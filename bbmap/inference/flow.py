@@ -124,53 +124,81 @@ class Network:
 
 
 def build_network(p: FlowProblem) -> Network:
-    """Arc columns for :class:`FlowProblem` (vectorized; see the module docstring)."""
+    """Arc columns for :class:`FlowProblem` (vectorized; see the module docstring).
+
+    The arc groups, in this order (the order is part of the network: solvers that pick
+    among several optima pick by it): blocks' unbounded raise arcs, blocks' reward arcs,
+    CFG edges, edges' reward arcs, entries, side entries, exits, ``T -> S``.  Each
+    column is written group by group into one preallocated array (no concatenation,
+    no dtype round trip)."""
     B, E, C = p.num_blocks, len(p.edge_src), p.num_components
-    b = np.arange(B, dtype=np.int64)
-    bin_, bout = 2 * b, 2 * b + 1
-    S = 2 * B + 2 * np.arange(C, dtype=np.int64)
-    T = S + 1
-    nodes = 2 * B + 2 * C
     w = np.maximum(p.weight.astype(np.int64), 0)
     inc = np.full(B, COST_BLOCK_INC, np.int64)
     inc[p.known & (w == 0)] = COST_BLOCK_ZERO_INC
     inc[p.entry & p.known] = COST_BLOCK_ENTRY_INC
     inc[~p.known] = COST_BLOCK_UNKNOWN_INC
-    dec = np.where(p.entry, COST_BLOCK_ENTRY_DEC, COST_BLOCK_DEC).astype(np.int64)
     rew = np.flatnonzero(p.known & (w > 0))
 
-    ecost = np.where(p.edge_ft, COST_JUMP_UNKNOWN_FT_INC, COST_JUMP_UNKNOWN_INC).astype(np.int64)
     ek = p.edge_known & (p.edge_weight > 0)
-    ecost[p.edge_known] = COST_JUMP_INC
     ekn = np.flatnonzero(ek)
-
     ent = np.flatnonzero(p.entry)
     side = np.flatnonzero(p.side_entry & ~p.entry)
     ex = np.flatnonzero(p.exit)
-    parts = [
-        # block: unbounded raise, then the reward arcs of observed weights
-        (bin_, bout, np.full(B, INF_CAPACITY), inc),
-        (bin_[rew], bout[rew], w[rew], -dec[rew]),
-        # CFG edges, then reward arcs of observed edge weights
-        (2 * p.edge_src + 1, 2 * p.edge_dst, np.full(E, INF_CAPACITY), ecost),
-        (2 * p.edge_src[ekn] + 1, 2 * p.edge_dst[ekn], p.edge_weight[ekn].astype(np.int64),
-         np.full(len(ekn), -COST_JUMP_DEC)),
-        (S[p.comp[ent]], bin_[ent], np.full(len(ent), INF_CAPACITY), np.zeros(len(ent))),
-        (S[p.comp[side]], bin_[side], np.full(len(side), INF_CAPACITY),
-         np.full(len(side), COST_ENTRY_EXTRA)),
-        (bout[ex], T[p.comp[ex]], np.full(len(ex), INF_CAPACITY), np.zeros(len(ex))),
-        (T, S, np.full(C, INF_CAPACITY), np.zeros(C)),
-    ]
-    tail = np.concatenate([x[0] for x in parts]).astype(np.int64)
-    head = np.concatenate([x[1] for x in parts]).astype(np.int64)
-    cap = np.concatenate([np.asarray(x[2]) for x in parts]).astype(np.int64)
-    cost = np.concatenate([np.asarray(x[3]) for x in parts]).astype(np.int64)
+    comp = p.comp.astype(np.int64, copy=False)
+    src = p.edge_src.astype(np.int64, copy=False)
+    dst = p.edge_dst.astype(np.int64, copy=False)
+    sizes = [B, len(rew), E, len(ekn), len(ent), len(side), len(ex), C]
+    at = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    M = at[-1]
+    tail = np.empty(M, np.int64)
+    head = np.empty(M, np.int64)
+    cap = np.full(M, INF_CAPACITY, np.int64)
+    cost = np.zeros(M, np.int64)
+    # nodes: b.in = 2b, b.out = 2b + 1; component c's S = 2B + 2c, T = S + 1
+    g = iter(zip(at[:-1], at[1:]))
+    lo, hi = next(g)  # block: unbounded raise
+    np.multiply(np.arange(B, dtype=np.int64), 2, out=tail[lo:hi])
+    np.add(tail[lo:hi], 1, out=head[lo:hi])
+    cost[lo:hi] = inc
+    lo, hi = next(g)  # block rewards (observed weights)
+    np.multiply(rew, 2, out=tail[lo:hi])
+    np.add(tail[lo:hi], 1, out=head[lo:hi])
+    cap[lo:hi] = w[rew]
+    cost[lo:hi] = -np.where(p.entry[rew], COST_BLOCK_ENTRY_DEC, COST_BLOCK_DEC)
+    lo, hi = next(g)  # CFG edges
+    np.multiply(src, 2, out=tail[lo:hi])
+    tail[lo:hi] += 1
+    np.multiply(dst, 2, out=head[lo:hi])
+    ecost = cost[lo:hi]
+    ecost[:] = np.where(p.edge_ft, COST_JUMP_UNKNOWN_FT_INC, COST_JUMP_UNKNOWN_INC)
+    ecost[p.edge_known] = COST_JUMP_INC
+    lo, hi = next(g)  # edge rewards (observed edge weights)
+    np.multiply(src[ekn], 2, out=tail[lo:hi])
+    tail[lo:hi] += 1
+    np.multiply(dst[ekn], 2, out=head[lo:hi])
+    cap[lo:hi] = p.edge_weight[ekn]
+    cost[lo:hi] = -COST_JUMP_DEC
+    lo, hi = next(g)  # S -> entry.in
+    tail[lo:hi] = 2 * B + 2 * comp[ent]
+    np.multiply(ent, 2, out=head[lo:hi])
+    lo, hi = next(g)  # S -> side entry.in
+    tail[lo:hi] = 2 * B + 2 * comp[side]
+    np.multiply(side, 2, out=head[lo:hi])
+    cost[lo:hi] = COST_ENTRY_EXTRA
+    lo, hi = next(g)  # exit.out -> T
+    np.multiply(ex, 2, out=tail[lo:hi])
+    tail[lo:hi] += 1
+    head[lo:hi] = 2 * B + 2 * comp[ex] + 1
+    lo, hi = next(g)  # T -> S
+    np.multiply(np.arange(C, dtype=np.int64), 2, out=tail[lo:hi])
+    tail[lo:hi] += 2 * B + 1
+    np.subtract(tail[lo:hi], 1, out=head[lo:hi])
     first_edge = B + len(rew)
-    return Network(tail=tail, head=head, cap=cap, cost=cost, nodes=nodes,
+    return Network(tail=tail, head=head, cap=cap, cost=cost, nodes=2 * B + 2 * C,
                    edge_arc=first_edge + np.arange(E, dtype=np.int64), reward_edge=ekn,
                    reward_arc=first_edge + E + np.arange(len(ekn), dtype=np.int64),
-                   block_in=bin_,
-                   node_comp=np.concatenate([np.repeat(p.comp.astype(np.int64), 2),
+                   block_in=2 * np.arange(B, dtype=np.int64),
+                   node_comp=np.concatenate([np.repeat(comp, 2),
                                              np.repeat(np.arange(C, dtype=np.int64), 2)]))
 
 
