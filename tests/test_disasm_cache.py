@@ -139,14 +139,45 @@ def test_the_directory_stays_under_its_bound(tmp_path):
         os.utime(p, ns=(i * 10**9, i * 10**9))
     small = DisasmCache(str(tmp_path), max_bytes=3 * size)
     recover_cfg(b, functions=np.arange(1), cache=small)  # a hit: nothing written
-    other = tmp_path.parent / "other.elf"  # another binary (one byte more): a new entry
-    other.write_bytes(Path(PIE_BINARY).read_bytes() + b"\0")
+    other = tmp_path.parent / "other.elf"  # another binary (other code): a new entry
+    other.write_bytes(_code_changed(b))
     recover_cfg(load_binary(other), cache=small)  # ... and the directory trimmed
     left = sorted(os.listdir(tmp_path))
     total = sum(os.path.getsize(tmp_path / n) for n in left)
     assert total <= 3 * size + os.path.getsize(tmp_path / max(
         left, key=lambda n: os.path.getmtime(tmp_path / n)))
     assert f"{0:064x}.npz" not in left and f"{1:064x}.npz" not in left  # oldest first
+
+
+def _code_changed(b) -> bytes:  # noqa: ANN001
+    """The binary's bytes with the last byte of its first executable section changed."""
+    from bbmap.binary.disasm import swept_sections
+
+    raw = bytearray(Path(b.path).read_bytes())
+    sec = next(s for s in swept_sections(b.sections) if s.sh_size)
+    raw[sec.sh_offset + sec.sh_size - 1] ^= 0xFF
+    return bytes(raw)
+
+
+def test_the_key_is_the_code_not_the_file(tmp_path):
+    """A binary that differs only outside its executable sections (here: a byte more at
+    the end of the file) meets its entry, whole; one whose code differs by a byte gets
+    an entry of its own."""
+    b = load_binary(PIE_BINARY)
+    recover_cfg(b, cache=DisasmCache(str(tmp_path)))
+    first = sorted(os.listdir(tmp_path))
+    tail = tmp_path.parent / "tail.elf"
+    tail.write_bytes(Path(PIE_BINARY).read_bytes() + b"\0")
+    cache = DisasmCache(str(tmp_path))
+    got = recover_cfg(load_binary(tail), cache=cache)
+    assert cache.swept_ranges == 0 and cache.hit_ranges > 0
+    assert sorted(os.listdir(tmp_path)) == first
+    _same_cfg(got, recover_cfg(load_binary(tail)))
+    code = tmp_path.parent / "code.elf"
+    code.write_bytes(_code_changed(b))
+    cache = DisasmCache(str(tmp_path))
+    recover_cfg(load_binary(code), cache=cache)
+    assert cache.hit_ranges == 0 and len(os.listdir(tmp_path)) == len(first) + 1
 
 
 def test_environment_and_cli_switch_it_off(tmp_path, monkeypatch):

@@ -485,6 +485,12 @@ class SweptRows:
     bad: list[tuple[int, int]]
 
 
+def swept_sections(sections: list) -> list:
+    """The sections a sweep may read: executable, with contents in the file (not
+    NOBITS).  The disassembly cache keys its entries by their headers and bytes."""
+    return [s for s in sections if s.is_exec and s.sh_type != 8]
+
+
 def sweep_rows(dis: Disassembler, data: bytes | memoryview, sections: list,
                m: object, range_section: np.ndarray, block_start: np.ndarray,
                range_end: np.ndarray, want: np.ndarray | None = None,
@@ -521,9 +527,10 @@ def sweep_rows(dis: Disassembler, data: bytes | memoryview, sections: list,
     base_u = range_base.astype(np.uint64)
     end_u = np.maximum(range_end.astype(np.uint64), base_u)
     alone = np.ones(R, bool)
+    swept = {s.index for s in swept_sections(sections)}
     for si in np.unique(range_section[todo]).tolist():
         sec = secs.get(int(si))
-        if sec is None or not sec.is_exec or sec.sh_type == 8 or not sec.sh_size:
+        if sec is None or sec.index not in swept or not sec.sh_size:
             continue
         rs = todo[range_section[todo] == si]
         lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
@@ -587,7 +594,7 @@ def sweep_rows(dis: Disassembler, data: bytes | memoryview, sections: list,
         alone[rs[ok]] = False
     for r in todo[alone[todo]].tolist():
         sec = secs.get(int(range_section[r]))
-        if sec is None or not sec.is_exec or sec.sh_type == 8:
+        if sec is None or sec.index not in swept:
             continue
         base, end = int(range_base[r]), max(int(range_end[r]), int(range_base[r]))
         lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
