@@ -7,7 +7,9 @@ What an entry holds is exactly what :func:`bbmap.binary.disasm.sweep_rows` retur
 the ranges it swept (rows: address, size, kind, direct target, cheap flag; per range:
 decoded or not, where the sweep ended; undecodable addresses), so a table assembled from
 the cache is the table a fresh sweep makes (tests/test_disasm_cache.py).  Entries grow:
-a run that wants ranges its entry lacks sweeps only those and stores the union.
+a run that wants ranges its entry lacks sweeps only those and stores the union.  An entry
+is one file (:func:`encode_entry`: the columns' raw bytes behind a JSON table of them), read
+with one ``readinto`` and a numpy view per column.
 
 Key (the entry's file name): BLAKE2b over the bytes the sweep reads -- every executable
 section's header (index, type, flags, address, offset, size) and contents
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 
 import numpy as np
@@ -46,12 +49,16 @@ from bbmap.binary.disasm import (
     swept_sections,
 )
 
-CACHE_VERSION = 2  # bump when an entry's layout or the sweep's output changes
+CACHE_VERSION = 3  # bump when an entry's layout or the sweep's output changes
 CACHE_MAX_BYTES = 256 << 20  # the whole directory (an entry: ~11 bytes per instruction,
 # 3.8 MB for the 20,000-function bench binary)
 ENV_DIR = "BBMAP_CACHE_DIR"
 ENV_OFF = "BBMAP_NO_CACHE"
-_SUFFIX = ".npz"
+_SUFFIX = ".bbdis"
+_LEGACY_SUFFIXES = (".npz",)  # entries of CACHE_VERSION <= 2 (numpy .npz): trimmed as usual
+_MAGIC = b"BBMDIS\0\0"  # an entry: magic, u8 header length, JSON header, aligned arrays
+_HEADER_MAX = 1 << 16  # bytes of JSON header an entry may claim
+_DTYPES = ("|b1", "|u1", "<u4", "<i8", "<u8")  # the columns' types (never objects)
 _ROW_FIELDS = {"addr": np.uint64, "size": np.uint8, "kinds": np.uint8, "target": np.int64,
                "cheap": np.uint8}
 
@@ -115,8 +122,11 @@ class DisasmCache:
         bad one is reported in ``warnings``)."""
         p = self.path(key)
         try:
-            with np.load(p, allow_pickle=False) as z:
-                got = {k: z[k] for k in z.files}
+            with open(p, "rb") as fh:
+                raw = bytearray(os.fstat(fh.fileno()).st_size)  # writable columns
+                if fh.readinto(raw) != len(raw):
+                    raise ValueError("the entry changed while it was read")
+            got = decode_entry(raw)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except Exception as e:  # noqa: BLE001 - whatever a damaged file does, it is a miss
@@ -150,7 +160,7 @@ class DisasmCache:
         try:
             os.makedirs(self.dir, exist_ok=True)
             with atomic_open(p, "wb") as fh:
-                np.savez(fh, **arrays)
+                fh.write(encode_entry(arrays))
         except (OSError, BBMapError) as e:
             self.warnings.append(f"disassembly cache: cannot write {p} ({e}); not cached")
             return
@@ -162,7 +172,8 @@ class DisasmCache:
             entries = []
             with os.scandir(self.dir) as it:
                 for e in it:
-                    if e.name.endswith(_SUFFIX) and e.is_file(follow_symlinks=False):
+                    if e.name.endswith((_SUFFIX, *_LEGACY_SUFFIXES)) and \
+                            e.is_file(follow_symlinks=False):
                         st = e.stat(follow_symlinks=False)
                         entries.append((st.st_mtime_ns, st.st_size, e.path))
         except OSError:
@@ -176,6 +187,52 @@ class DisasmCache:
             with contextlib.suppress(OSError):
                 os.unlink(path)
                 total -= size
+
+
+def encode_entry(arrays: dict[str, np.ndarray]) -> bytes:
+    """An entry's bytes: ``_MAGIC``, the header's length (u8), a JSON header listing each
+    array (name, dtype, shape, offset and size in the payload), then the arrays' raw
+    bytes, each at an 8-byte aligned offset.  Read back with one ``read`` and a numpy
+    view per array (:func:`decode_entry`): numpy's ``.npz`` (a zip member and a parsed
+    header per array) took ~10 ms plus ~3 ms of importing ``zipfile`` for the bench
+    binary's entry."""
+    parts, table, at = [], [], 0
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        if a.dtype.str not in _DTYPES:
+            raise ValueError(f"column {name} is {a.dtype}, not a cache column type")
+        raw = a.tobytes()
+        table.append([name, a.dtype.str, list(a.shape), at, len(raw)])
+        pad = -len(raw) % 8
+        parts.append(raw + b"\0" * pad)
+        at += len(raw) + pad
+    head = json.dumps({"arrays": table}, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    return b"".join([_MAGIC, len(head).to_bytes(8, "little"), head, *parts])
+
+
+def decode_entry(raw: bytes | bytearray) -> dict[str, np.ndarray]:
+    """The arrays of an entry made by :func:`encode_entry` (views of ``raw``); ValueError
+    for anything else: another magic, a header past its bound or the file, a type that is
+    not a cache column's, an array past the end of the file."""
+    if raw[:len(_MAGIC)] != _MAGIC or len(raw) < len(_MAGIC) + 8:
+        raise ValueError("not a bbmap disassembly cache entry")
+    n = int.from_bytes(raw[len(_MAGIC):len(_MAGIC) + 8], "little")
+    start = len(_MAGIC) + 8
+    if n > _HEADER_MAX or start + n > len(raw):
+        raise ValueError(f"a header of {n} bytes")
+    table = json.loads(raw[start:start + n])["arrays"]
+    payload = memoryview(raw)[start + n:]
+    out = {}
+    for name, dt, shape, at, size in table:
+        if dt not in _DTYPES:
+            raise ValueError(f"column {name} of type {dt!r}")
+        dtype = np.dtype(dt)
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if count < 0 or count * dtype.itemsize != size or at < 0 or at + size > len(payload):
+            raise ValueError(f"column {name} ({shape} x {dt}) past the end of the entry")
+        out[str(name)] = np.frombuffer(payload, dtype, count, at).reshape(shape)
+    return out
 
 
 def _pack_rows(rows: Decoded, row_range: np.ndarray) -> dict[str, np.ndarray]:
