@@ -213,3 +213,24 @@ def test_cli_inference_option(ip_profile, tmp_path):
     assert json.loads(out.read_text())["count_source"] == "none"
     r = CliRunner().invoke(main, ["annotate", "--inference", "on", *ip_profile])
     assert r.exit_code == 0 and "count (inferred)" in r.output
+
+
+@pytest.mark.skipif(not solvers.available("ortools"), reason="OR-Tools not installed")
+def test_preload_maps_the_ortools_library_without_importing_it():
+    """``solvers.preload`` dlopens OR-Tools' extension in a thread (the GIL-free part of
+    its import) and imports no Python module of it; the import that follows works."""
+    import subprocess
+    import sys
+
+    code = ("import sys, threading; from bbmap.inference import solvers; "
+            "solvers.preload('builtin'); assert not solvers._preloading; "
+            "solvers.preload('auto'); solvers.preload('auto'); "
+            "ts = [t for t in threading.enumerate() if t.name == 'bbmap-preload-ortools']; "
+            "assert len(ts) <= 1, ts; [t.join() for t in ts]; "
+            "maps = open('/proc/self/maps').read(); "
+            "print('min_cost_flow' in maps, any(m.startswith('ortools') for m in sys.modules)); "
+            "from ortools.graph.python import min_cost_flow; "
+            "assert min_cost_flow.SimpleMinCostFlow().solve() is not None")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == ["True", "False"]

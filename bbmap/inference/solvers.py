@@ -18,7 +18,9 @@ ones (the tests compare objective values, not flows).  Each is deterministic.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -37,25 +39,36 @@ def preload(name: str = "auto") -> None:
     may pick it: the dynamic loader's relocation of ``libortools`` is ~27 ms of the
     import, and ``ctypes`` runs ``dlopen`` without the GIL, so it overlaps the CFG and
     network work that comes before the solve (the import itself then finds the library
-    loaded: <1 ms).  Any failure is left to the real import to report."""
+    loaded: <1 ms).  The thread runs nothing but the ``dlopen``: the library's path is
+    found here without importing the ``ortools`` package (Python work in a second
+    thread would take the GIL from the main one, and on a loaded machine each hand-over
+    waits for the scheduler).  Any failure is left to the real import to report."""
     if name not in ("auto", "ortools") or _preloading:
         return
-    import threading
+    import importlib.machinery
+    import importlib.util
 
-    def load() -> None:
-        try:
-            import ctypes
-            import importlib.util
+    _preloading.append(name)
+    try:
+        spec = importlib.util.find_spec("ortools")  # a top-level package: not imported
+        where = list(spec.submodule_search_locations or []) if spec is not None else []
+    except (ImportError, ValueError):
+        return
+    for base in where:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(base, "graph", "python", "min_cost_flow" + suffix)
+            if os.path.isfile(path):
+                import ctypes
+                import threading
 
-            spec = importlib.util.find_spec("ortools.graph.python.min_cost_flow")
-            if spec is not None and spec.origin:
-                ctypes.CDLL(spec.origin)
-        except Exception:  # noqa: BLE001, S110 - the import that follows reports it
-            pass
+                threading.Thread(target=_dlopen, args=(ctypes, path), daemon=True,
+                                 name="bbmap-preload-ortools").start()
+                return
 
-    t = threading.Thread(target=load, name="bbmap-preload-ortools", daemon=True)
-    _preloading.append(t)
-    t.start()
+
+def _dlopen(ctypes, path: str) -> None:  # noqa: ANN001 - the ctypes module
+    with contextlib.suppress(OSError):
+        ctypes.CDLL(path)
 
 
 def available(name: str) -> bool:
