@@ -121,6 +121,8 @@ class Network:
     reward_arc: np.ndarray  # ... and their reward arcs
     block_in: np.ndarray  # node of b.in
     node_comp: np.ndarray | None = None  # component (function) of each node
+    # blocks with a reward arc (observed weight > 0): arcs B .. B + len - 1, in this order
+    reward_block: np.ndarray | None = None
 
 
 def build_network(p: FlowProblem) -> Network:
@@ -199,7 +201,8 @@ def build_network(p: FlowProblem) -> Network:
                    reward_arc=first_edge + E + np.arange(len(ekn), dtype=np.int64),
                    block_in=2 * np.arange(B, dtype=np.int64),
                    node_comp=np.concatenate([np.repeat(comp, 2),
-                                             np.repeat(np.arange(C, dtype=np.int64), 2)]))
+                                             np.repeat(np.arange(C, dtype=np.int64), 2)]),
+                   reward_block=rew)
 
 
 def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
@@ -216,8 +219,10 @@ def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
     flow, cost = solvers.SOLVE[name](net)
     ef = flow[net.edge_arc].astype(np.int64)
     ef[net.reward_edge] += flow[net.reward_arc]
-    # a block's count is what passes b.in -> b.out: everything that leaves b.in
-    out_of = np.bincount(net.tail, weights=flow, minlength=net.nodes)
-    bf = np.rint(out_of[net.block_in]).astype(np.int64)
+    # a block's count is what passes b.in -> b.out: everything that leaves b.in, i.e. its
+    # raise arc (arc b) and its reward arc if it has one (arcs B.., see build_network)
+    B = p.num_blocks
+    bf = flow[:B].astype(np.int64)
+    bf[net.reward_block] += flow[B:B + len(net.reward_block)]
     return FlowResult(block_flow=bf, edge_flow=ef, solver=name, cost=int(cost),
                       arcs=len(net.tail), nodes=net.nodes)
