@@ -47,23 +47,32 @@ class FunctionTable:
             names = symbols.names
             display = symbols.display if (demangle and len(symbols.display) == nsym) else names
             addrs = symbols.address.tolist()
-            alias = _first_of_pair(symbols.address, symbols.size).tolist()
+            alias_a = _first_of_pair(symbols.address, symbols.size)
             raw = [parent_name(n) if "." in n else n for n in names]
             # one key per parent name, in address order (symbols are sorted by address, so
-            # the first symbol of a key holds its lowest address)
-            first_of: dict[str, int] = {}
-            for i, a in enumerate(alias):
-                if a == i:
-                    first_of.setdefault(raw[i], i)
-            index = {r: k for k, r in enumerate(first_of)}
+            # the first symbol of a key holds its lowest address): the first symbol of each
+            # raw name among those that are not an alias of an earlier one
+            heads = np.flatnonzero(alias_a == np.arange(nsym)).tolist()
+            alias = alias_a.tolist()
+            rs = raw if len(heads) == nsym else [raw[i] for i in heads]
+            order = dict.fromkeys(rs)  # the names, first seen first
+            if len(order) == len(rs):
+                first_of = dict(zip(rs, heads))
+            else:
+                first = dict(zip(reversed(rs), reversed(heads)))  # the first one wins
+                first_of = {r: first[r] for r in order}
+            index = dict(zip(first_of, range(len(first_of))))
             t.raw_names = list(first_of)
             t.address = [addrs[i] for i in first_of.values()]
             t.names = [display[i] if r == names[i] else r for r, i in first_of.items()]
-            display_of = {n: d for n, d in zip(names, display) if n in index}
-            for r, k in index.items():  # a part seen before its parent: show the parent
-                if r in display_of:
-                    t.names[k] = display_of[r]
-            key_of_symbol[:] = [index[raw[alias[i]]] for i in range(nsym)]
+            if display is not names and display != names:
+                # a part seen before its parent: show the parent (as the last symbol of
+                # that name displays it); with display == names nothing changes
+                display_of = {n: d for n, d in zip(names, display) if n in index}
+                for r, k in index.items():
+                    if r in display_of:
+                        t.names[k] = display_of[r]
+            key_of_symbol[:] = [index[raw[a]] for a in alias]
             t.sym_address = symbols.address.astype(np.uint64)
             t.sym_end = _symbol_ends(t.sym_address, symbols.size.astype(np.uint64),
                                      symbols.section, sections)
