@@ -14,7 +14,11 @@ their time), and, as peers, the interpreter alone and the interpreter importing 
 no ``dump --json`` can do without (numpy with one BLAS thread, click, pyelftools' ELF
 reader): the floor a Python + numpy tool starts from.
 
-    python bench/bench_startup.py [--repeat 30]
+    python bench/bench_startup.py [--repeat 30] [--instructions]
+
+``--instructions`` also counts each command's instructions once under valgrind
+(``cachegrind --cache-sim=no``): a figure the machine's load does not move, for A/B
+comparisons on a shared machine.
 
 Budgets: ``bbmap --version`` under 0.1 s wall (median); ``dump --json`` of a tiny
 binary under 75 ms (issue 17, session 4).
@@ -84,6 +88,19 @@ def unwanted_imports(name: str, cmd: list[str], before: set[str]) -> list[str]:
                   if any(m == b or m.startswith(b + ".") for b in bad))
 
 
+def instructions(cmd: list[str], env: dict | None = None) -> int | None:
+    """Instructions one run executes (valgrind's cachegrind ``I refs``), or None."""
+    if not shutil.which("valgrind"):
+        return None
+    r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                        "--cachegrind-out-file=/dev/null", *cmd], capture_output=True,
+                       text=True, env=env, check=False)
+    for line in r.stderr.splitlines():
+        if "I   refs:" in line or "I refs:" in line:
+            return int(line.rsplit(":", 1)[1].replace(",", "").strip())
+    return None
+
+
 def fmt(ts: list[float]) -> str:
     return f"{statistics.median(ts) * 1000:6.1f} ms ({min(ts) * 1000:.1f}..{max(ts) * 1000:.1f})"
 
@@ -91,6 +108,8 @@ def fmt(ts: list[float]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions once per command with valgrind (load-proof)")
     a = ap.parse_args()
     import compileall
 
@@ -135,6 +154,11 @@ def main() -> None:
         print(f"  bbmap {n:20s} {fmt(runs[n])}  cpu {statistics.median(cpu[n]) * 1000:5.1f} ms"
               f"   {ratios}   "
               f"imports off its path: {', '.join(bad) if bad else 'none'}")
+    if a.instructions:
+        print("instructions (valgrind cachegrind, one run each):")
+        for n, cmd in peers + cases:
+            ir = instructions(cmd, one_thread if n == FLOOR_NAME else None)
+            print(f"  {n:32s} {ir / 1e6:9.1f} M" if ir else f"  {n:32s} (no valgrind)")
     for n, budget in (("--version", BUDGET_VERSION_S), ("dump --json tiny", BUDGET_TINY_DUMP_S)):
         if n in runs:
             v = statistics.median(runs[n])
