@@ -134,7 +134,8 @@ def test_thread_pools_limited_before_numpy_loads() -> None:
     ("verify", PIE_BINARY), ("verify", "--json", "-o", "{tmp}/v.json", PIE_BINARY),
     ("verify", PIE_BINARY, "--profile", PIE_PROFILE),
 ], ids=" ".join)
-def test_quick_exit_commands_write_what_the_in_process_cli_writes(args, tmp_path) -> None:
+def test_quick_exit_commands_write_what_the_in_process_cli_writes(args, tmp_path,
+                                                                 monkeypatch) -> None:
     """perf-info, lookup and verify end without the interpreter's teardown (rule 4: ~7 %
     of a small run's instructions): the process still writes every byte of stdout, stderr
     and the output file that the in-process CLI (which never exits early) writes, with
@@ -146,10 +147,10 @@ def test_quick_exit_commands_write_what_the_in_process_cli_writes(args, tmp_path
     argv = [a.replace("{tmp}", str(tmp_path / "ref")) for a in args]
     (tmp_path / "ref").mkdir()
     (tmp_path / "run").mkdir()
+    monkeypatch.setenv("BBMAP_CACHE_DIR", str(tmp_path / "cache"))  # both runs, not ~/.cache
     ref = CliRunner().invoke(main, argv, catch_exceptions=False)
     run_argv = [a.replace("{tmp}", str(tmp_path / "run")) for a in args]
-    got = subprocess.run([sys.executable, "-m", "bbmap", *run_argv], capture_output=True,
-                         env={**os.environ, "BBMAP_CACHE_DIR": str(tmp_path / "cache")})
+    got = subprocess.run([sys.executable, "-m", "bbmap", *run_argv], capture_output=True)
     assert got.returncode == ref.exit_code, got.stderr
     assert got.stdout == ref.stdout_bytes
     assert got.stderr.decode().replace(str(tmp_path / "run"), "") == \
