@@ -136,8 +136,7 @@ class BlockIndex:
                                         self.block_start, self.block_end,
                                         self.tblock_start]))
         self.points = pts
-        src = self.lookup_staged(pts, to=False)
-        tgt = self.lookup_staged(pts, to=True)
+        src, tgt = self._staged(pts, to=True)  # both rules, stages 1-2 searched once
         # slot 0 is "before every point": outside
         self._func = np.concatenate([[-1], src.func]).astype(np.int32)
         self._range = np.concatenate([[-1], src.range]).astype(np.int32)
@@ -289,6 +288,13 @@ class BlockIndex:
     # ------------------------------------------------------------ staged search
     def lookup_staged(self, vaddrs: np.ndarray, *, to: bool = False) -> Lookup:
         """The three binary searches of seed 004, vectorized (used to build the table)."""
+        src, tgt = self._staged(vaddrs, to)
+        return tgt if tgt is not None else src
+
+    def _staged(self, vaddrs: np.ndarray, to: bool) -> tuple[Lookup, Lookup | None]:
+        """:meth:`lookup_staged` by the source rule and, with ``to``, by the target rule
+        too: they differ only where a block starts exactly at the address, so stage 1,
+        stage 2 and the block search are shared (the table is built from both)."""
         a = np.asarray(vaddrs, dtype=np.uint64)
         n = len(a)
         func = np.full(n, -1, np.int32)
@@ -314,15 +320,23 @@ class BlockIndex:
                 kk = np.maximum(k, 0)
                 hit = (k >= 0) & (self.block_range_of[kk] == rng[m]) & (am < self.block_end[kk])
                 b = np.where(hit, self.block_index[kk], -1)
+            bt = None
             if to:
                 t = np.searchsorted(self.tblock_start, am, side="left")
                 tt = np.minimum(t, len(self.tblock_start) - 1)
                 exact = (t < len(self.tblock_start)) & (self.tblock_start[tt] == am) & \
                     (self.tblock_range_of[tt] == rng[m])
-                b = np.where(exact, self.tblock_index[tt], b)
+                bt = np.where(exact, self.tblock_index[tt], b)
+            tblock, tstatus = block.copy(), status.copy()
             block[m] = b
             status[m] = np.where(b >= 0, IN_BLOCK, IN_FUNCTION_NO_BLOCK)
-        return Lookup(func, rng, block, status)
+            if bt is None:
+                return Lookup(func, rng, block, status), None
+            tblock[m] = bt
+            tstatus[m] = np.where(bt >= 0, IN_BLOCK, IN_FUNCTION_NO_BLOCK)
+            return Lookup(func, rng, block, status), Lookup(func, rng, tblock, tstatus)
+        src = Lookup(func, rng, block, status)
+        return src, (Lookup(func, rng, block.copy(), status.copy()) if to else None)
 
     # ------------------------------------------------------------------ bulk path
     def _build_buckets(self) -> None:
@@ -346,9 +360,12 @@ class BlockIndex:
         while (span >> shift) > 2 * P + 65536:
             shift += 1
         nb = (span >> shift) + 1
-        starts = np.uint64(lo) + (np.arange(nb, dtype=np.uint64) << np.uint64(shift))
         table = np.empty(nb + 1, np.int64)
-        table[:nb] = np.searchsorted(pts, starts, side="right")
+        # table[i] = points <= starts[i] (searchsorted(pts, starts, "right")), counted
+        # without a search: a point is <= starts[i] from the bucket ceil((p - lo) / 2**shift)
+        rel = pts - np.uint64(lo)
+        first = (rel >> np.uint64(shift)) + ((rel & np.uint64((1 << shift) - 1)) != 0)
+        np.cumsum(np.bincount(first.astype(np.int64), minlength=nb + 1)[:nb], out=table[:nb])
         table[nb] = P
         if int(np.diff(table).max()) > 64:
             return

@@ -162,3 +162,6 @@ def test_index_matches_oracle(layout, extra):
                 assert ex["stage3"]["block"] == blk
     if not to:
         assert np.array_equal(idx.lookup(arr).block, idx.lookup_direction(arr, to=False).block)
+    if idx._table is not None:  # the bucket table is its definition: points <= each start
+        starts = idx._lo + (np.arange(int(idx._nb), dtype=np.uint64) << idx._shift)
+        assert np.array_equal(idx._table[:-1], np.searchsorted(idx.points, starts, "right"))
