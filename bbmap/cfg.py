@@ -386,13 +386,14 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
         k = np.concatenate([k, np.full(len(s) - len(k), S_GUESS, np.uint8)])
     # one edge per (block, successor): a jcc whose target is its own fall-through block
     # is one successor, as in the compiler's CFG; the first kind listed wins
-    order = np.lexsort((np.arange(len(s)), d, s))
+    # by (block, successor), the order listed breaking ties: one stable sort of a combined
+    # key (block * B + successor < B**2) orders as a lexsort of the two and the position
+    order = np.argsort(s.astype(np.int64) * B + d, kind="stable") if B < 1 << 31 else \
+        np.lexsort((np.arange(len(s)), d, s))
     s, d, k = s[order], d[order], k[order]
     keep = np.ones(len(s), bool)
     keep[1:] = (s[1:] != s[:-1]) | (d[1:] != d[:-1])
-    s, d, k = s[keep], d[keep], k[keep]
-    order = np.argsort(s, kind="stable")
-    s, d, k = s[order], d[order], k[order]
+    s, d, k = s[keep], d[keep], k[keep]  # still by block: the successor lists, in order
     ptr = np.zeros(B + 1, np.int64)
     np.cumsum(np.bincount(s, minlength=B), out=ptr[1:])
 

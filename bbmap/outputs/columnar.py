@@ -65,8 +65,10 @@ Field = bytes | Dec | Hex | Pick
 _U32 = 1 << 32
 # the 4-digit groups "0000".."9999" as 4-byte items: a value is cut into groups of four
 # digits (one divmod per group, not per digit) and each group is one table pick
-_QUAD = np.array([b"%04d" % i for i in range(10_000)], "S4").view("V4")
-_HEX_PAIRS = np.array([b"%02x" % i for i in range(256)], "S2").view("V2")
+_QUAD = (np.arange(10_000)[:, None] // np.array([1000, 100, 10, 1]) % 10 + ord("0")
+         ).astype(np.uint8).view("V4").ravel()
+_HEX_PAIRS = np.frombuffer(b"0123456789abcdef", np.uint8)[
+    np.arange(256)[:, None] >> np.array([4, 0]) & 15].view("V2").ravel()
 
 
 @dataclass

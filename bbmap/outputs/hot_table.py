@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bbmap.aggregate.addresses import sorted_unique
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.arrays import expand_ranges
@@ -88,7 +89,7 @@ def edge_json_order(result: AnnotateResult, t: HotTable) -> np.ndarray:
     fid = ids[result.edge_from[t.edge]].astype(np.int64)
     tid = ids[result.edge_to[t.edge]].astype(np.int64)
     local = t.to_cross < 0
-    uid = np.unique(np.concatenate([fid, tid[local]]))
+    uid = sorted_unique(np.concatenate([fid, tid[local]]))
     texts = [str(i) for i in uid.tolist()] + t.cross_names
     rank = np.empty(len(texts), np.int64)
     rank[sorted(range(len(texts)), key=texts.__getitem__)] = np.arange(len(texts))
@@ -98,7 +99,16 @@ def edge_json_order(result: AnnotateResult, t: HotTable) -> np.ndarray:
     kind_rank = np.argsort(np.argsort(np.array(EDGE_KINDS)))[result.edge_kind[t.edge]]
     fpos = np.repeat(np.arange(len(t.keys)), np.diff(t.edge_ptr))
     count = result.edge_count[t.edge].astype(np.int64)
-    return np.lexsort((kind_rank, to_rank, from_rank, -count, fpos))
+    # (from, to, kind) ranks as one key, and (function, -count) as one when they fit in
+    # int64: a lexsort of two keys orders as the one of five
+    nt, nk = len(texts), len(EDGE_KINDS)
+    if nt * nt * nk >= 1 << 62:
+        return np.lexsort((kind_rank, to_rank, from_rank, -count, fpos))
+    ends = (from_rank * nt + to_rank) * nk + kind_rank
+    lo, hi = int(count.min()), int(count.max())
+    if len(t.keys) * (hi - lo + 1) >= 1 << 62:
+        return np.lexsort((ends, -count, fpos))
+    return np.lexsort((ends, fpos * (hi - lo + 1) + (hi - count)))
 
 
 def _ptr(counts: np.ndarray) -> np.ndarray:
