@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 from helpers import CORPUS, load_manifest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bbmap.inference.weights import REFILL_WEIGHT, WEIGHT_SCALE, _cheap, locate, skid_weights
 
@@ -141,3 +143,31 @@ def test_skid_model_against_exact_counts(ip, bench):
     assert full.count_source == "inferred" and full.inference["sample_model"] == "skid"
     assert full.inference["skid"] == s.to_json()
     assert (full.block_count == skid.block_count).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 5)), max_size=25),
+       st.lists(st.integers(0, 80), max_size=30), st.booleans())
+def test_locate_and_unique_starts_sorted_or_not(blocks, addrs, ascending) -> None:  # noqa: ANN001
+    """``locate`` and ``unique_starts`` skip their sort when the block starts ascend (map
+    order is usually address order): the same answers as a plain search and set."""
+    from types import SimpleNamespace
+
+    from bbmap.inference.weights import locate, unique_starts
+
+    if ascending:
+        blocks = sorted(blocks)
+    start = np.array([a for a, _ in blocks], np.uint64)
+    size = np.array([n for _, n in blocks], np.uint32)
+    cfg = SimpleNamespace(block_start=start, block_map=SimpleNamespace(block_size=size))
+    got = locate(cfg, np.array(addrs, np.uint64))
+    nz = [i for i, (_, n) in enumerate(blocks) if n > 0]
+    for a, b in zip(addrs, got.tolist()):
+        inside = [i for i in nz if blocks[i][0] <= a < blocks[i][0] + blocks[i][1]]
+        # the block of the last start at or below a (the first of equal starts in map order
+        # sorts first, so the last of them is found), if a is inside it
+        below = sorted((blocks[i][0], i) for i in nz if blocks[i][0] <= a)
+        want = below[-1][1] if below and below[-1][1] in inside else -1
+        assert b == want
+    starts = [blocks[i][0] for i in nz]
+    assert unique_starts(cfg) == (len(set(starts)) == len(starts))
