@@ -158,3 +158,22 @@ def test_quick_exit_commands_write_what_the_in_process_cli_writes(args, tmp_path
     assert sorted(os.listdir(tmp_path / "run")) == sorted(os.listdir(tmp_path / "ref"))
     for f in os.listdir(tmp_path / "ref"):
         assert (tmp_path / "run" / f).read_bytes() == (tmp_path / "ref" / f).read_bytes()
+
+
+def test_console_script_raises_the_young_collection_threshold_library_does_not() -> None:
+    """rule 5: the ``bbmap`` process collects young objects every GC_GEN0_THRESHOLD
+    allocations, not Python's 700 (the collector stays on); ``import bbmap.cli`` leaves a
+    host program's collector as it was."""
+    from bbmap.__main__ import GC_GEN0_THRESHOLD
+
+    lib = subprocess.run([sys.executable, "-c", "import gc; d = gc.get_threshold(); "
+                          "import bbmap.cli; print(gc.get_threshold() == d, gc.isenabled())"],
+                         capture_output=True, text=True, check=True)
+    assert lib.stdout.split() == ["True", "True"]
+    code = ("import gc, sys; sys.argv = ['bbmap', '--help']\n"
+            "from bbmap.__main__ import run\n"
+            "try:\n    run()\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write(f'{gc.get_threshold()[0]} {gc.isenabled()}')")
+    cli = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert cli.stderr.split() == [str(GC_GEN0_THRESHOLD), "True"]
