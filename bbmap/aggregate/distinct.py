@@ -15,15 +15,18 @@ The key (u8), one column so that one sort finds the distinct ones:
 
 * a kernel sample (IP in the kernel half, ``KERNEL_START``, or a kernel ``cpumode``) is
   resolved to the kernel bucket whatever its pid or IP: all of them share one key;
-* user samples of one pid: the IP itself (below ``KERNEL_START``, so never the kernel key);
-* user samples of several pids: ``rank of the pid << PID_SHIFT | ip`` when every user IP
-  is below ``2**PID_SHIFT`` (user space of x86-64 and AArch64: 47-48 bits) and the pids
-  fit the bits left; otherwise the batch is not reduced.
+* user samples of one pid and one event: the IP itself (below ``KERNEL_START``, so never
+  the kernel key);
+* user samples of several pids or events (the IP histogram keeps the events of the
+  samples in the binary, so a key has one event): ``group << PID_SHIFT | ip`` with
+  ``group = rank of the pid * events + rank of the event``, when every user IP is below
+  ``2**PID_SHIFT`` (user space of x86-64 and AArch64: 47-48 bits) and the groups fit the
+  bits left; otherwise the batch is not reduced.
 
 Not reduced (``distinct_samples`` returns None, the caller resolves every sample): a
 resolver that cannot say whether its mappings are constant (hand-made ones in tests), a
-mapping change inside the batch, several events in one batch (the IP histogram keeps
-the events of the samples in the binary), columns of unexpected lengths.
+mapping change inside the batch, keys that do not fit (above), columns of unexpected
+lengths.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def distinct_samples(batch: SampleBatch, resolver) -> Distinct | None:  # noqa: 
     if len(pid) != n or len(seq) != n or len(time) not in (0, n) or len(batch.period) != n:
         return None
     event = batch.event
-    if len(event) not in (0, n) or (len(event) and event.min() != event.max()):
+    if len(event) not in (0, n):
         return None
     ip = np.asarray(ip, np.uint64)
     kern = ip >= np.uint64(KERNEL_START)
@@ -94,15 +97,24 @@ def distinct_samples(batch: SampleBatch, resolver) -> Distinct | None:  # noqa: 
         pids = np.array([user_pid[0]], np.int64)
     else:
         pids = np.unique(user_pid).astype(np.int64)  # a few values: the sort is cheap
-    if len(pids) <= 1:
+    if len(event) and event.min() != event.max():
+        evs = np.unique(event)  # a few values
+    else:
+        evs = event[:1]
+    packed = len(pids) > 1 or len(evs) > 1
+    if not packed:
         key = ip.copy() if any_kern else ip
         if any_kern:
             key[kern] = np.uint64(KERNEL_START)  # resolves to the kernel bucket as itself
     else:
-        if len(pids) > MAX_PIDS or int(ip[~kern].max()) >> PID_SHIFT:
+        ne = max(len(evs), 1)
+        if max(len(pids), 1) * ne > MAX_PIDS or \
+                (not kern.all() and int(ip[~kern].max()) >> PID_SHIFT):
             return None
-        rank = np.searchsorted(pids, pid).astype(np.uint64)
-        key = (rank << np.uint64(PID_SHIFT)) | ip
+        group = np.searchsorted(pids, pid).astype(np.uint64) * np.uint64(ne)
+        if len(evs) > 1:
+            group += np.searchsorted(evs, event).astype(np.uint64)
+        key = (group << np.uint64(PID_SHIFT)) | ip
         key[kern] = np.uint64(KERNEL_KEY)
     tm = time if len(time) else None
     if not check(pids.tolist(), seq, tm):
@@ -128,13 +140,17 @@ def distinct_samples(batch: SampleBatch, resolver) -> Distinct | None:  # noqa: 
         per = np.add.reduceat(period[order], starts)
     nu = len(uk)
 
-    if len(pids) <= 1:
+    if not packed:
         uip = uk
         upid = np.full(nu, pids[0] if len(pids) else 0, np.int64)
-    else:
+        uev = np.full(nu, event[0], event.dtype) if len(event) else event
+    else:  # (the kernel key's pid and event are never read: it is not in the binary)
         kk = uk == np.uint64(KERNEL_KEY)
         uip = np.where(kk, np.uint64(KERNEL_START), uk & _IP_MASK)
-        upid = pids[np.minimum(uk >> np.uint64(PID_SHIFT), len(pids) - 1).astype(np.int64)]
+        g = np.minimum(uk >> np.uint64(PID_SHIFT), np.uint64(max(len(pids), 1) * ne - 1)
+                       ).astype(np.int64)
+        upid = pids[g // ne] if len(pids) else np.zeros(nu, np.int64)
+        uev = evs[g % ne] if len(evs) else event
     # one moment of the batch: its latest (the same rule as the mapping layer's)
     use_time = tm is not None and bool(np.any(tm))
     if use_time:
@@ -145,6 +161,5 @@ def distinct_samples(batch: SampleBatch, resolver) -> Distinct | None:  # noqa: 
         hi_s = seq.max()
         utime = None if tm is None else np.zeros(nu, np.uint64)
     useq = np.full(nu, hi_s, np.int64)
-    uev = np.full(nu, event[0], event.dtype) if len(event) else event
     return Distinct(key=uk, ip=uip, pid=upid, seq=useq, time=utime, count=count,
                     period=per, event=uev, sample_key=key)
