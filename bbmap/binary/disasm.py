@@ -627,10 +627,12 @@ def code_table(dis: Disassembler, data: bytes | memoryview, sections: list,
     and the CFG search.  Rows may come in any order (several sweeps, a cache)."""
     view = memoryview(data)
     secs = {s.index: s for s in sections}
-    d, rng = swept.rows, swept.row_range.astype(np.uint64)
+    d, rr = swept.rows, np.ascontiguousarray(swept.row_range, np.int64)
     base_col = range_base.astype(np.uint64)
-    off = np.minimum(d.addr - base_col[rng.astype(np.int64)], np.uint64(OFFSET_MASK))
-    key = (rng << np.uint64(RANGE_SHIFT)) | off
+    off = d.addr - base_col[rr]
+    np.minimum(off, np.uint64(OFFSET_MASK), out=off)
+    key = rr.view(np.uint64) << np.uint64(RANGE_SHIFT)  # range numbers are >= 0
+    key |= off
     if len(key) > 1 and bool((key[1:] < key[:-1]).any()):  # ranges of several sweeps
         o = np.argsort(key, kind="stable")
         key, d = key[o], Decoded(d.addr[o], d.size[o], d.kinds[o], d.target[o], d.cheap[o])
