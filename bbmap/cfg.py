@@ -25,6 +25,7 @@ decoded a second time (with operand details) to read their tables.
 
 from __future__ import annotations
 
+import functools
 import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -473,11 +474,17 @@ class _TableReader:
         self.targets, self.key_sec, self.bfunc, self.notes = targets, key_sec, bfunc, notes
         self.bits = dis.bits
         self.little = bool(getattr(binary, "little_endian", True))
-        self.prev = np.full(len(start), -1, np.int64)
-        ok = nxt >= 0
-        self.prev[nxt[ok]] = np.flatnonzero(ok)
         self._cs = None
         self.sections = [s for s in binary.sections if s.sh_type != 8 and s.sh_addr]
+
+    @functools.cached_property
+    def prev(self) -> np.ndarray:
+        """Each block's fall-through predecessor (-1 none): made on the first table read,
+        not for every CFG (most binaries' sampled functions have no unknown indirect jump)."""
+        prev = np.full(len(self.start), -1, np.int64)
+        ok = self.nxt >= 0
+        prev[self.nxt[ok]] = np.flatnonzero(ok)
+        return prev
 
     def _insns(self, b: int) -> list:
         if self._cs is None:
