@@ -76,6 +76,12 @@ def offsets() -> list[int]:
 OFFS = offsets()
 
 
+@pytest.fixture(autouse=True)
+def every_batch_size(monkeypatch):
+    """Small batches too (the drawn ones and the corpus' have tens of samples)."""
+    monkeypatch.setattr("bbmap.aggregate.distinct.MIN_SAMPLES", 1)
+
+
 @st.composite
 def batches(draw):
     n = draw(st.integers(1, 120))
