@@ -37,7 +37,8 @@ _preloading: list = []  # the preload thread, once started
 def preload(name: str = "auto") -> None:
     """Start loading OR-Tools' extension library in a background thread, when ``name``
     may pick it: the dynamic loader's relocation of ``libortools`` is ~27 ms of the
-    import, and ``ctypes`` runs ``dlopen`` without the GIL, so it overlaps the CFG and
+    import, and the ``dlopen`` runs as a ctypes foreign call, without the GIL (``_dlopen``),
+    so it overlaps the CFG and
     network work that comes before the solve (the import itself then finds the library
     loaded: <1 ms).  The thread runs nothing but the ``dlopen``: the library's path is
     found here without importing the ``ortools`` package (Python work in a second
@@ -67,8 +68,16 @@ def preload(name: str = "auto") -> None:
 
 
 def _dlopen(ctypes, path: str) -> None:  # noqa: ANN001 - the ctypes module
-    with contextlib.suppress(OSError):
-        ctypes.CDLL(path)
+    """``dlopen(path, RTLD_NOW)`` called as a foreign function: ctypes releases the GIL
+    around foreign calls, but not around its own loader (``ctypes.CDLL(path)`` on
+    CPython 3.11 holds the GIL for the whole load, so ``Thread.start`` itself waited
+    ~30 ms for it).  The handle is kept open: the extension's import finds the library
+    loaded (``RTLD_NOW`` is also what the import asks for, ``sys.getdlopenflags()``)."""
+    with contextlib.suppress(OSError, AttributeError):
+        dlopen = ctypes.CDLL(None).dlopen  # the process's own symbols (libc)
+        dlopen.restype = ctypes.c_void_p
+        dlopen.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        dlopen(os.fsencode(path), os.RTLD_NOW)
 
 
 def available(name: str) -> bool:
