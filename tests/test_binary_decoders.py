@@ -245,3 +245,24 @@ def test_recorded_chain_starts_equal_reference(fns, py_chains, data):
         f, fd = decode_section_fast(inp)
     assert r.differences(f) == []
     assert [str(d) for d in rd] == [str(d) for d in fd]
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(_junky_function(), min_size=1, max_size=40), st.booleans(), st.data())
+def test_narrow_and_wide_token_indices_equal_reference(fns, narrow, data):
+    """``assemble`` keeps the block fields' token indices int32 below
+    ``NARROW_INDEX_MAX`` and falls back to int64 above it (huge counts in bad input):
+    both give the reference's map, on damaged sections too."""
+    import bbmap.binary.decode_assemble as asm
+
+    raw = bytearray(encode_section("versioned", fns))
+    if data.draw(st.booleans()) and raw:
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.sampled_from([0, 5, 0x20, 0x80, 0xFF]))
+    inp = map_input("versioned", bytes(raw))
+    r, rd = decode_section_ref(inp)
+    with patch.object(asm, "NARROW_INDEX_MAX", asm.NARROW_INDEX_MAX if narrow else 0):
+        f, fd = decode_section_fast(inp)
+    assert r.differences(f) == []
+    assert [str(d) for d in rd] == [str(d) for d in fd]

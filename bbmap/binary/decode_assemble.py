@@ -110,6 +110,12 @@ def columns(w: Walk) -> Columns:
     return Columns(*(col[fo] for col in out[:5]), *(col[ro] for col in out[5:]))
 
 
+# Token indices of a block's fields are int32 while every one of them is below this
+# bound (a clang-sized map has ~10 million tokens; int64 index columns were ~30 MB more
+# to fault in per 1.4 million blocks); the margin covers the few fields after a count.
+NARROW_INDEX_MAX = 2**31 - 64
+
+
 def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
     """Gather the columns; return the map and the first function failing a value check."""
     m = BlockMap()
@@ -212,7 +218,12 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
         # callsite lists on most blocks (clang-22 puts the feature on every function
         # with a call): whole columns, the blocks without the feature zeroed after
         # (the count is where such a block has its size: a valid token either way)
-        ncs_full = V[size_t].astype(np.int64)
+        ncs_full = V[size_t]
+        # int32 counts (so the token indices below stay int32: half the memory to fault
+        # in) when no count can overflow them; int64 otherwise (wide values, bad input)
+        narrow = (V.dtype == np.uint32 and itype is np.int32 and B > 0
+                  and int(ncs_full.max()) < NARROW_INDEX_MAX - w.ntok)
+        ncs_full = ncs_full.view(np.int32) if narrow else ncs_full.astype(np.int64)
         blk_cs = None if bool(f_cs.all()) else np.repeat(f_cs, blocks_per_func)
         if blk_cs is not None:
             ncs_full *= blk_cs
@@ -223,7 +234,7 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
         if bad_ncs is not None and bad_ncs.any():
             bad_blocks.append(np.flatnonzero(bad_ncs))
             ncs_full[bad_ncs] = 0
-        size_t = ncs_full + off_t
+        size_t = np.add(ncs_full, off_t, out=size_t if narrow else None)
         size_t += 1
         size_t += 1 if blk_cs is None else blk_cs
     else:
@@ -238,6 +249,16 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
         local = np.arange(B, dtype=np.int64) - np.repeat(m.range_block_ptr[:-1], r_nblk)
         raw_id = local.astype(V.dtype) if isinstance(hasid, int) else \
             np.where(hasid == 1, V[ks], local.astype(V.dtype))
+    # value checks: metadata over 8 bits, 32-bit fields over 32 bits, malformed tokens
+    bad_block = raw_md > METADATA_MAX
+    if wide:
+        bad_block |= (raw_off > U32) | (raw_size > U32) | (raw_id > U32)
+    if any_bad_tok:
+        bad_block |= bad_tok[off_t] | bad_tok[size_t] | bad_tok[md_t]
+        if not isinstance(hasid, int) or hasid:
+            bad_block |= bad_tok[ks] & (hasid == 1)
+    bad_blocks.append(np.flatnonzero(bad_block))
+    del ks, size_t, md_t  # (freed before the block columns are made)
     # callsites: running sums of the deltas, per block
     m.block_cs_ptr = np.zeros(B + 1, np.int64)
     np.cumsum(ncs_full, out=m.block_cs_ptr[1:])
@@ -264,18 +285,10 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
             bad_cs |= bad_tok[cs_tok]
         if bad_cs.any():
             bad_blocks.append(np.repeat(cs_blocks, ncs_full[cs_blocks])[bad_cs])
-    # value checks: metadata over 8 bits, 32-bit fields over 32 bits, malformed tokens
-    bad_block = raw_md > METADATA_MAX
-    if wide:
-        bad_block |= (raw_off > U32) | (raw_size > U32) | (raw_id > U32)
-    if any_bad_tok:
-        bad_block |= bad_tok[off_t] | bad_tok[size_t] | bad_tok[md_t]
-        if not isinstance(hasid, int) or hasid:
-            bad_block |= bad_tok[ks] & (hasid == 1)
-    bad_blocks.append(np.flatnonzero(bad_block))
     bad_all = np.concatenate(bad_blocks)
     if len(bad_all):
         bad_func[np.searchsorted(fptr, bad_all, side="right") - 1] = True
+    del off_t, ncs_full
     # absolute offsets: v0 from the function start, v1+ from the previous block's end
     step = raw_off.astype(np.uint64)
     step += size
@@ -284,7 +297,7 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
     v0 = fver == VERSION_UNVERSIONED
     if bool(v0.any()):
         rel = np.where(np.repeat(v0, blocks_per_func), raw_off, rel)
-    m.block_id = raw_id.astype("u4")
+    m.block_id = raw_id.astype("u4", copy=False)  # (raw_id is a fresh gather)
     m.block_offset = rel
     m.block_size = size
     m.block_md = raw_md.astype("u1")
