@@ -28,15 +28,19 @@ def terminators(mask: np.ndarray, itype: type) -> tuple[np.ndarray, np.ndarray, 
     is one or the other, so the terminator at byte q is token q - (continuation bytes
     before q): no pass over the terminators is needed to find them."""
     term = np.empty(int(np.count_nonzero(mask)), itype)
+    conts = []  # (by slice too: no section-sized ~mask)
     at = 0
     for s in range(0, len(mask), SLICE):
-        idx = np.flatnonzero(mask[s:s + SLICE])
+        m = mask[s:s + SLICE]
+        idx = np.flatnonzero(m)
+        if len(idx) < len(m):
+            conts.append(np.flatnonzero(~m) + s)
         if not len(idx):
             continue
         idx += s
         term[at:at + len(idx)] = idx
         at += len(idx)
-    cont = np.flatnonzero(~mask)
+    cont = np.concatenate(conts) if conts else np.zeros(0, np.intp)
     after = cont + 1
     if len(after) and after[-1] >= len(mask):  # a section ending inside a token
         after = after[:-1]
@@ -60,7 +64,14 @@ def uleb_tokens(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     ml = term[multi] - np.where(multi > 0, term[np.maximum(multi - 1, 0)], -1)
     maxlen = int(ml.max()) if len(ml) else 1
     vtype = np.uint64 if maxlen > 4 else np.uint32
-    vals = b[mask].astype(vtype)  # (a boolean compress: no int64 copy of the positions)
+    # the terminator bytes, compressed a slice at a time into the value column (no
+    # section-sized uint8 temporary; no int64 copy of the positions)
+    vals = np.empty(ntok, vtype)
+    at = 0
+    for s in range(0, len(b), SLICE):
+        part = b[s:s + SLICE][mask[s:s + SLICE]]
+        vals[at:at + len(part)] = part
+        at += len(part)
     vals &= LEB_PAYLOAD
     bad = np.zeros(ntok, dtype="?")
     if len(multi):
