@@ -263,13 +263,20 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
     m.block_cs_ptr = np.zeros(B + 1, np.int64)
     np.cumsum(ncs_full, out=m.block_cs_ptr[1:])
     cs_blocks = np.flatnonzero(ncs_full)
+    per_block = ncs_full[cs_blocks]
+    cs_first = off_t[cs_blocks] + 2
+    # the index columns (allocated together) are freed together before the block
+    # columns are made: one hole for them, not fresh memory
+    del off_t, ncs_full
+    m.block_id = raw_id.astype("u4", copy=False)  # (raw_id is a fresh gather)
+    m.block_md = raw_md.astype("u1")
+    del raw_id, raw_md
     size = raw_size.astype(np.uint64)
+    del raw_size
     cs_abs = np.zeros(0, np.uint64)
     if len(cs_blocks):
-        per_block = ncs_full[cs_blocks]
         single = bool((per_block == 1).all())  # (usual: one call ends a block)
-        cs_tok = off_t[cs_blocks] + 2 if single else expand_ranges(off_t[cs_blocks] + 2,
-                                                                    per_block)
+        cs_tok = cs_first if single else expand_ranges(cs_first, per_block)
         deltas = V[cs_tok].astype(np.uint64)
         wide_delta = (deltas > U32) if wide else None
         if single:  # each list's running sum is its one delta
@@ -284,11 +291,10 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
         if any_bad_tok:
             bad_cs |= bad_tok[cs_tok]
         if bad_cs.any():
-            bad_blocks.append(np.repeat(cs_blocks, ncs_full[cs_blocks])[bad_cs])
+            bad_blocks.append(np.repeat(cs_blocks, per_block)[bad_cs])
     bad_all = np.concatenate(bad_blocks)
     if len(bad_all):
         bad_func[np.searchsorted(fptr, bad_all, side="right") - 1] = True
-    del off_t, ncs_full
     # absolute offsets: v0 from the function start, v1+ from the previous block's end
     step = raw_off.astype(np.uint64)
     step += size
@@ -297,10 +303,8 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
     v0 = fver == VERSION_UNVERSIONED
     if bool(v0.any()):
         rel = np.where(np.repeat(v0, blocks_per_func), raw_off, rel)
-    m.block_id = raw_id.astype("u4", copy=False)  # (raw_id is a fresh gather)
     m.block_offset = rel
     m.block_size = size
-    m.block_md = raw_md.astype("u1")
     m.callsite_offsets = cs_abs.astype("u4")
     # hashes
     m.block_hash = np.zeros(B, "u8")
