@@ -1,11 +1,12 @@
 """FunctionTable.build (bbmap/aggregate/functions.py) gives the very same table as before
 its dict work was moved into C-level ``dict``/``zip`` calls (issue 17, session 4).
 
-``_reference`` below is ``build`` as it was: a ``setdefault`` loop for each key's first
-symbol, and the part-before-parent display fix run over every name.  Both are compared
-field by field on random symbol tables (aliases, ``.cold``/``.__part.N`` parts before
-and after their parents, repeated names, demangled names that differ or not, zero-size
-symbols) and on every corpus binary with demangling on and off.
+``_reference`` below is ``build``'s symbol part as it was: a ``setdefault`` loop for each
+key's first symbol, and the part-before-parent display fix run over every name (the
+block-map part, ``FunctionTable._attach_block_map``, did not change and is shared).
+Both are compared field by field on random symbol tables (aliases, ``.cold``/``.__part.N``
+parts before and after their parents, repeated names, demangled names that differ or not,
+zero-size symbols) and on every corpus binary with demangling on and off.
 """
 
 from __future__ import annotations
@@ -55,28 +56,7 @@ def _reference(cls, symbols: FunctionSymbols | None, block_map: BlockMap,
         t.sym_end = _symbol_ends(t.sym_address, symbols.size.astype(np.uint64),
                                  symbols.section, sections)
     t.key_of_symbol = key_of_symbol
-
-    nf = block_map.num_functions
-    key_of_bmfunc = np.full(nf, -1, np.int32)
-    if nf:
-        sym = t.symbol_at(block_map.func_address.astype(np.uint64))
-        has = sym >= 0
-        key_of_bmfunc[has] = key_of_symbol[sym[has]]
-        for f in np.flatnonzero(~has).tolist():  # map-only functions (stripped binary)
-            nm = block_map.func_name[f] if f < len(block_map.func_name) else None
-            addr = int(block_map.func_address[f])
-            r = parent_name(nm) if nm else f"fn@{addr:#x}"
-            k = index.get(r)
-            if k is None:
-                k = index[r] = len(t.names)
-                t.names.append(r)
-                t.raw_names.append(r)
-                t.address.append(addr)
-            key_of_bmfunc[f] = k
-    t.key_of_bmfunc = key_of_bmfunc
-    order = np.argsort(key_of_bmfunc, kind="stable")
-    t._bm_order = order
-    t._bm_ptr = np.searchsorted(key_of_bmfunc[order], np.arange(len(t.names) + 1))
+    t._attach_block_map(block_map, index)  # (unchanged by the rewrite: shared)
     return t
 
 

@@ -77,29 +77,35 @@ class FunctionTable:
             t.sym_end = _symbol_ends(t.sym_address, symbols.size.astype(np.uint64),
                                      symbols.section, sections)
         t.key_of_symbol = key_of_symbol
+        t._attach_block_map(block_map, index)
+        return t
 
+    def _attach_block_map(self, block_map: BlockMap, index: dict[str, int]) -> None:
+        """Each block-map function's key (``key_of_bmfunc``, and the CSR order of
+        :meth:`bmfunc_csr`), once the symbols' keys are made: by the symbol at its
+        address, else (a map-only function of a stripped binary) by its map name or
+        ``fn@ADDR``, a new key when no symbol had that name (``index`` grows)."""
         nf = block_map.num_functions
         key_of_bmfunc = np.full(nf, -1, np.int32)
         if nf:
-            sym = t.symbol_at(block_map.func_address.astype(np.uint64))
+            sym = self.symbol_at(block_map.func_address.astype(np.uint64))
             has = sym >= 0
-            key_of_bmfunc[has] = key_of_symbol[sym[has]]
+            key_of_bmfunc[has] = self.key_of_symbol[sym[has]]
             for f in np.flatnonzero(~has).tolist():  # map-only functions (stripped binary)
                 nm = block_map.func_name[f] if f < len(block_map.func_name) else None
                 addr = int(block_map.func_address[f])
                 r = parent_name(nm) if nm else f"fn@{addr:#x}"
                 k = index.get(r)
                 if k is None:
-                    k = index[r] = len(t.names)
-                    t.names.append(r)
-                    t.raw_names.append(r)
-                    t.address.append(addr)
+                    k = index[r] = len(self.names)
+                    self.names.append(r)
+                    self.raw_names.append(r)
+                    self.address.append(addr)
                 key_of_bmfunc[f] = k
-        t.key_of_bmfunc = key_of_bmfunc
+        self.key_of_bmfunc = key_of_bmfunc
         order = np.argsort(key_of_bmfunc, kind="stable")
-        t._bm_order = order
-        t._bm_ptr = np.searchsorted(key_of_bmfunc[order], np.arange(len(t.names) + 1))
-        return t
+        self._bm_order = order
+        self._bm_ptr = np.searchsorted(key_of_bmfunc[order], np.arange(len(self.names) + 1))
 
     def bmfunc_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """``bmfuncs`` of every key at once: block-map functions ``order[ptr[k]:ptr[k+1]]``
