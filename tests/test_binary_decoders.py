@@ -4,6 +4,7 @@ object leaves the other sections decoded."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 from unittest.mock import patch
@@ -19,6 +20,20 @@ from bbmap.binary.decode_fast import decode_section_fast
 from bbmap.binary.decode_ref import decode_section_ref
 from bbmap.model import BlockMap
 
+
+def _fast_equals_reference(inp, *patches):
+    """Decode ``inp`` with the construct reference and with the fast decoder (under
+    ``patches``: ``(object, attribute, value)`` each) and assert the same map and the
+    same diagnostics; the fast decoder's map and diagnostics, for further checks."""
+    r, rd = decode_section_ref(inp)
+    with contextlib.ExitStack() as stack:
+        for obj, attr, value in patches:
+            stack.enter_context(patch.object(obj, attr, value))
+        f, fd = decode_section_fast(inp)
+    assert r.differences(f) == []
+    assert [str(d) for d in rd] == [str(d) for d in fd]
+    return f, fd
+
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 
 
@@ -29,10 +44,7 @@ def test_fast_equals_reference_on_real_maps(path):
     b = load_binary(path)
     for sec in b.map_sections():
         inp = b.map_input(sec)
-        r, rd = decode_section_ref(inp)
-        f, fd = decode_section_fast(inp)
-        assert r.differences(f) == [], sec.index
-        assert [str(d) for d in rd] == [str(d) for d in fd]
+        _fast_equals_reference(inp)
 
 
 @pytest.mark.parametrize("path", all_corpus_binaries())
@@ -94,10 +106,8 @@ def test_fast_and_reference_agree_on_crafted_faults(bad, message):
     tail = b"" if "only 6" in message else GOOD  # a hash cut short must end the map
     inp = MapInput(data=GOOD + bad + tail, kind=KIND_VERSIONED, file="x.o",
                    label="section [3] .llvm_bb_addr_map")
-    r, rd = decode_section_ref(inp)
-    f, fd = decode_section_fast(inp)
-    assert r.differences(f) == [] and f.num_functions == 1
-    assert [str(d) for d in rd] == [str(d) for d in fd]
+    f, fd = _fast_equals_reference(inp)
+    assert f.num_functions == 1
     (err,) = [d for d in fd if d.severity == "error"]
     assert message in err.message and err.offset >= len(GOOD)
 
@@ -112,11 +122,7 @@ def test_fast_and_reference_agree_on_crafted_faults(bad, message):
 def test_fast_equals_reference_with_tiny_slices(sec, slice_bytes):
     kind, fns = sec
     inp = map_input(kind, encode_section(kind, fns))
-    r, rd = decode_section_ref(inp)
-    with patch.object(uleb_tokens, "SLICE", slice_bytes):
-        f, fd = decode_section_fast(inp)
-    assert r.differences(f) == []
-    assert [str(d) for d in rd] == [str(d) for d in fd]
+    _fast_equals_reference(inp, (uleb_tokens, "SLICE", slice_bytes))
 
 
 @settings(max_examples=25, deadline=None,
@@ -125,10 +131,7 @@ def test_fast_equals_reference_with_tiny_slices(sec, slice_bytes):
 def test_fast_equals_reference_on_long_mixed_sections(versions, data):
     fns = [data.draw(map_function(v)) for v in versions]
     inp = map_input("versioned", encode_section("versioned", fns))
-    r, rd = decode_section_ref(inp)
-    f, fd = decode_section_fast(inp)
-    assert r.differences(f) == []
-    assert [str(d) for d in rd] == [str(d) for d in fd]
+    _fast_equals_reference(inp)
 
 
 @pytest.mark.parametrize("path", all_corpus_binaries())
@@ -185,10 +188,7 @@ def test_fast_equals_reference_with_junk_candidates(fns, data):
         at = data.draw(st.integers(0, len(raw) - 1))
         raw[at] = data.draw(st.sampled_from([0, 5, 0x20, 0x80, 0xFF]))
     inp = map_input("versioned", bytes(raw))
-    r, rd = decode_section_ref(inp)
-    f, fd = decode_section_fast(inp)
-    assert r.differences(f) == []
-    assert [str(d) for d in rd] == [str(d) for d in fd]
+    _fast_equals_reference(inp)
 
 
 def test_junk_candidate_inside_a_record_is_walked_around():
@@ -213,16 +213,14 @@ def test_junk_candidate_inside_a_record_is_walked_around():
     assert len(cands.pos) > len(fns)  # the junk one(s) too
     assert w.run_simple(0, True) == len(data)
     assert sum(len(s.pos) for s in w.simple) == len(fns)
-    r, _ = decode_section_ref(inp)
-    f, _ = decode_section_fast(inp)
-    assert r.differences(f) == [] and f.num_functions == len(fns)
+    f, _ = _fast_equals_reference(inp)
+    assert f.num_functions == len(fns)
     # many records spoiled by false candidates, clean ones between: the one-by-one walk
     # takes growing bursts of records, the vectorized runs resume after them
     many = [fn(0x1000 + 0x100 * k, [0, 5, 2, 3, 4] if k % 97 else [0, 1]) for k in range(700)]
     inp = map_input("versioned", encode_section("versioned", many))
-    r, _ = decode_section_ref(inp)
-    f, _ = decode_section_fast(inp)
-    assert r.differences(f) == [] and f.num_functions == len(many)
+    f, _ = _fast_equals_reference(inp)
+    assert f.num_functions == len(many)
 
 
 @settings(max_examples=200, deadline=None,
@@ -240,11 +238,7 @@ def test_recorded_chain_starts_equal_reference(fns, py_chains, data):
         at = data.draw(st.integers(0, len(raw) - 1))
         raw[at] = data.draw(st.sampled_from([0, 5, 0x20, 0x80, 0xFF]))
     inp = map_input("versioned", bytes(raw))
-    r, rd = decode_section_ref(inp)
-    with patch.object(fast, "_PY_CHAINS", py_chains):
-        f, fd = decode_section_fast(inp)
-    assert r.differences(f) == []
-    assert [str(d) for d in rd] == [str(d) for d in fd]
+    _fast_equals_reference(inp, (fast, "_PY_CHAINS", py_chains))
 
 
 @settings(max_examples=150, deadline=None,
@@ -261,11 +255,7 @@ def test_narrow_and_wide_token_indices_equal_reference(fns, narrow, data):
         at = data.draw(st.integers(0, len(raw) - 1))
         raw[at] = data.draw(st.sampled_from([0, 5, 0x20, 0x80, 0xFF]))
     inp = map_input("versioned", bytes(raw))
-    r, rd = decode_section_ref(inp)
-    with patch.object(asm, "NARROW_INDEX_MAX", asm.NARROW_INDEX_MAX if narrow else 0):
-        f, fd = decode_section_fast(inp)
-    assert r.differences(f) == []
-    assert [str(d) for d in rd] == [str(d) for d in fd]
+    _fast_equals_reference(inp, (asm, "NARROW_INDEX_MAX", asm.NARROW_INDEX_MAX if narrow else 0))
 
 
 def _uleb_tokens_by_hand(raw: bytes):
