@@ -55,6 +55,42 @@ def problems(draw) -> FlowProblem:
                        edge_dst=dst_a, edge_ft=np.array(ft, bool))
 
 
+def draw_entries_and_edge_weights(p: FlowProblem, data, *, known: bool = False  # noqa: ANN001
+                                  ) -> FlowProblem:
+    """``p`` with drawn side entries (EH landing pads), with ``known`` sometimes drawn
+    flags of which blocks have an observation, and sometimes sparse observed edge weights
+    (LBR-style)."""
+    B, E = p.num_blocks, len(p.edge_src)
+    p.side_entry = np.array(data.draw(st.lists(st.booleans(), min_size=B, max_size=B)),
+                            bool)
+    if known and data.draw(st.booleans()):  # entries observed or not, weights zero or not
+        p.known = np.array(data.draw(st.lists(st.booleans(), min_size=B, max_size=B)), bool)
+    if E and data.draw(st.booleans()):
+        p.edge_known = np.array(data.draw(st.lists(st.booleans(), min_size=E, max_size=E)),
+                                bool)
+        p.edge_weight = np.array(data.draw(st.lists(st.integers(0, 300), min_size=E,
+                                                    max_size=E)), np.int64)
+    return p
+
+
+def corpus_problems(perf: str, binary: str, monkeypatch) -> list[FlowProblem]:  # noqa: ANN001
+    """The flow problems annotate hands to the solver for a corpus profile (captured at
+    ``counts.infer``; solved by the built-in solver)."""
+    import bbmap.inference.counts as counts
+    from bbmap.aggregate import annotate
+
+    seen: list[FlowProblem] = []
+    orig = counts.infer
+
+    def capture(p, solver="auto"):  # noqa: ANN001, ANN202
+        seen.append(p)
+        return orig(p, solver)
+
+    monkeypatch.setattr(counts, "infer", capture)
+    annotate([perf], binary, inference="on", solver="builtin")
+    return seen
+
+
 def _conserved(p: FlowProblem, r) -> None:
     B = p.num_blocks
     inflow = np.bincount(p.edge_dst, weights=r.edge_flow, minlength=B)

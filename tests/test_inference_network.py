@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_inference_flow import problems
+from test_inference_flow import corpus_problems, draw_entries_and_edge_weights, problems
 from test_outputs_render_oracle import CASES
 
 from bbmap.inference.flow import (
@@ -100,17 +100,7 @@ def _same(p: FlowProblem) -> None:
 @settings(max_examples=300, deadline=None)
 @given(problems(), st.data())
 def test_same_network_as_before(p: FlowProblem, data) -> None:  # noqa: ANN001
-    B, E = p.num_blocks, len(p.edge_src)
-    p.side_entry = np.array(data.draw(st.lists(st.booleans(), min_size=B, max_size=B)),
-                            bool)
-    if data.draw(st.booleans()):  # entries observed or not, weights zero or not
-        p.known = np.array(data.draw(st.lists(st.booleans(), min_size=B, max_size=B)), bool)
-    if E and data.draw(st.booleans()):  # sparse observed edge weights (LBR-style)
-        p.edge_known = np.array(data.draw(st.lists(st.booleans(), min_size=E, max_size=E)),
-                                bool)
-        p.edge_weight = np.array(data.draw(st.lists(st.integers(0, 300), min_size=E,
-                                                    max_size=E)), np.int64)
-    _same(p)
+    _same(draw_entries_and_edge_weights(p, data, known=True))
 
 
 IP = [c for c in CASES if "-ip:" in c.id]
@@ -119,17 +109,7 @@ IP = [c for c in CASES if "-ip:" in c.id]
 @pytest.mark.skipif(not IP, reason="corpus not built")
 @pytest.mark.parametrize(("perf", "binary"), IP)
 def test_same_network_on_the_corpus(perf: str, binary: str, monkeypatch) -> None:
-    import bbmap.inference.counts as counts
-    from bbmap.aggregate import annotate
-
-    seen = []
-
-    def capture(p, solver="auto"):  # noqa: ANN001, ANN202
+    problems_ = corpus_problems(perf, binary, monkeypatch)
+    assert problems_
+    for p in problems_:
         _same(p)
-        seen.append(p)
-        return orig(p, solver)
-
-    orig = counts.infer
-    monkeypatch.setattr(counts, "infer", capture)
-    annotate([perf], binary, inference="on")
-    assert seen

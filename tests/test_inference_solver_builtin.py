@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_inference_flow import problems
+from test_inference_flow import corpus_problems, draw_entries_and_edge_weights, problems
 from test_outputs_render_oracle import CASES
 
 from bbmap.inference import solvers
@@ -33,13 +33,7 @@ def _same(net) -> None:  # noqa: ANN001
 @settings(max_examples=150, deadline=None)
 @given(problems(), st.data())
 def test_same_flow_as_the_oracle(p: FlowProblem, data) -> None:  # noqa: ANN001
-    B, E = p.num_blocks, len(p.edge_src)
-    p.side_entry = np.array(data.draw(st.lists(st.booleans(), min_size=B, max_size=B)))
-    if E and data.draw(st.booleans()):  # sparse observed edge weights (LBR-style)
-        p.edge_known = np.array(data.draw(st.lists(st.booleans(), min_size=E, max_size=E)))
-        p.edge_weight = np.array(data.draw(st.lists(st.integers(0, 300), min_size=E,
-                                                    max_size=E)), np.int64)
-    _same(build_network(p))
+    _same(build_network(draw_entries_and_edge_weights(p, data)))
 
 
 IP = [c for c in CASES if "-ip:" in c.id]
@@ -48,18 +42,7 @@ IP = [c for c in CASES if "-ip:" in c.id]
 @pytest.mark.skipif(not IP, reason="corpus not built")
 @pytest.mark.parametrize(("perf", "binary"), IP)
 def test_same_flow_on_the_corpus_networks(perf: str, binary: str, monkeypatch) -> None:
-    import bbmap.inference.counts as counts
-    from bbmap.aggregate import annotate
-
-    nets = []
-
-    def capture(p, solver="auto"):  # noqa: ANN001, ANN202
-        nets.append(build_network(p))
-        return orig(p, "builtin")
-
-    orig = counts.infer
-    monkeypatch.setattr(counts, "infer", capture)
-    annotate([perf], binary, inference="on", solver="builtin")
+    nets = [build_network(p) for p in corpus_problems(perf, binary, monkeypatch)]
     assert nets
     for net in nets:
         _same(net)
