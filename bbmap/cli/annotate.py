@@ -66,10 +66,10 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
                 progress.close()
         return
     kwargs = annotate_kwargs(**profile)
-    if fmt in BOLT_FORMATS:  # instruction addresses, not inferred block counts
-        from bbmap.memory import keep_freed_memory
+    from bbmap.memory import keep_freed_memory
 
-        keep_freed_memory()  # slices' temporaries reuse the heap (bbmap/memory.py)
+    keep_freed_memory()  # batches' and slices' temporaries reuse the heap (bbmap/memory.py)
+    if fmt in BOLT_FORMATS:  # instruction addresses, not inferred block counts
         kwargs.update(address_only=True, inference="off")
     try:
         result = annotate(perf_paths, binary, **kwargs,
