@@ -63,6 +63,35 @@ def test_existing_file_mode_is_kept(tmp_path):
     assert stat.S_IMODE(out.stat().st_mode) == 0o600 and out.read_text() == "new"
 
 
+def test_new_output_gets_the_umask_mode_and_no_temporary_is_left(tmp_path):
+    out = tmp_path / "new.json"
+    umask = os.umask(0o022)
+    try:
+        write_atomic(out, "data")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644 and out.read_text() == "data"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.json"]
+
+
+def test_temporary_name_clash_takes_another_name_and_keeps_the_other_file(tmp_path,
+                                                                            monkeypatch):
+    """The temporary file is created with O_EXCL (like tempfile.mkstemp): a file or a
+    planted symlink under the drawn name is never opened or followed; the next name is."""
+    import bbmap.atomic
+
+    draws = iter([b"\x00" * 6, b"\x00" * 6, b"\x01" * 6])
+    monkeypatch.setattr(bbmap.atomic.os, "urandom", lambda n: next(draws))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (tmp_path / ".bbmap-000000000000.tmp").symlink_to(victim)
+    fd, name = bbmap.atomic._mkstemp(str(tmp_path))
+    os.close(fd)
+    assert os.path.basename(name) == ".bbmap-010101010101.tmp"
+    assert stat.S_IMODE(os.stat(name).st_mode) == 0o600
+    assert victim.read_text() == "keep"
+
+
 def test_undecodable_file_names_can_be_written(tmp_path):
     name = os.fsdecode(b"bad\xffname")
     out = tmp_path / "out.txt"

@@ -320,7 +320,7 @@ def test_sigterm_while_writing_removes_the_temporary_file(tmp_path):
 
 
 _SIGNAL_AT_CREATION = """
-import os, signal, sys, tempfile
+import os, signal, sys
 import click
 import bbmap.atomic
 from bbmap.atomic import write_atomic
@@ -331,7 +331,7 @@ from bbmap.cli import guarded
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
-real_mkstemp = tempfile.mkstemp
+real_mkstemp = bbmap.atomic._mkstemp
 
 def mkstemp_then_signal(*a, **k):  # the signal lands as the file exists, before its name
     fd, name = real_mkstemp(*a, **k)  # reaches the caller (what `timeout` hit at load 6)
@@ -340,7 +340,7 @@ def mkstemp_then_signal(*a, **k):  # the signal lands as the file exists, before
         pass
     return fd, name
 
-tempfile.mkstemp = mkstemp_then_signal  # bbmap.atomic imports tempfile when it writes
+bbmap.atomic._mkstemp = mkstemp_then_signal
 
 @click.command()
 @click.argument("out")
@@ -355,9 +355,9 @@ write()
 
 @pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGINT", 130)])
 def test_a_signal_as_the_temporary_file_is_created_leaves_nothing(tmp_path, sig, code):
-    """Was: SIGTERM/SIGINT between mkstemp's open and its return raised there, before the
-    cleanup knew the name: `.bbmap-*.tmp` left (2 of 10 runs of annotate SIGTERMed the
-    moment the file appeared)."""
+    """Was: SIGTERM/SIGINT between mkstemp's open and its return (now bbmap.atomic's own
+    ``_mkstemp``) raised there, before the cleanup knew the name: `.bbmap-*.tmp` left
+    (2 of 10 runs of annotate SIGTERMed the moment the file appeared)."""
     import subprocess
     import sys
     r = subprocess.run([sys.executable, "-c", _SIGNAL_AT_CREATION, str(tmp_path / "out.txt"),

@@ -14,10 +14,8 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import shutil
 import stat
 import struct
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -100,6 +98,9 @@ def _spooled(fh, path: str):  # noqa: ANN001, ANN202 - binary file objects
                                      offset=0)
                 raise BBMapError(f"not perf data: magic {magic!r}", file=path,
                                  section="file header", offset=0)
+            import shutil  # (a pipe's profile only: with tempfile, 2.7 ms of start-up)
+            import tempfile
+
             tmp = tempfile.TemporaryFile(prefix="bbmap-pipe-")  # noqa: SIM115 - kept
             tmp.write(magic)
             shutil.copyfileobj(fh, tmp, 1 << 20)
