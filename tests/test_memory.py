@@ -6,8 +6,7 @@ import platform
 
 import numpy as np
 import pytest
-
-from tests.helpers import PIE_BINARY, PIE_PROFILE, cli, have_corpus
+from helpers import PIE_BINARY, PIE_PROFILE, cli, have_corpus
 
 
 def test_keep_freed_memory_is_taken_by_glibc_and_harmless() -> None:
