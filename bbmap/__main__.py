@@ -31,11 +31,20 @@ def run() -> None:
         sys.stdout.write(f"bbmap, version {__version__}\n")  # what click's option prints
         return
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
-    from bbmap.cli import main, quick_exit_allowed
+    import signal
+
+    try:
+        from bbmap.cli import main, quick_exit_allowed
+    except KeyboardInterrupt:  # Ctrl-C while the CLI loads: the same line and code
+        _exit_on_signal(signal.SIGINT)
 
     try:
         main(prog_name="bbmap")
     except SystemExit as e:
+        # the outcome is decided and the outputs settled: a signal now (the interpreter's
+        # teardown) ends the process at once with its own code, never a traceback
+        signal.signal(signal.SIGINT, lambda signum, frame: _exit_on_signal(signum))
+        signal.signal(signal.SIGTERM, lambda signum, frame: _exit_on_signal(signum))
         if quick_exit_allowed() and (e.code is None or isinstance(e.code, int)):
             try:
                 sys.stdout.flush()
@@ -44,6 +53,13 @@ def run() -> None:
                 raise e from None  # the usual exit reports it
             os._exit(e.code or 0)
         raise
+
+
+def _exit_on_signal(signum: int) -> None:
+    import signal
+
+    os.write(2, b"bbmap: interrupted\n" if signum == signal.SIGINT else b"bbmap: terminated\n")
+    os._exit(128 + signum)
 
 
 if __name__ == "__main__":

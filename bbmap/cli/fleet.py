@@ -8,14 +8,14 @@ from typing import Any
 import click
 
 from bbmap.cli import guarded, main
-from bbmap.cli.options import output_option
+from bbmap.cli.options import OutputFile, output_option
 from bbmap.cli.profile_args import profile_options
 
 
 @main.command("fleet")
 @click.argument("inputs", nargs=-1, required=True, metavar="PROFILES... BINARY")
 @output_option(required=True)
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+@click.option("--json", "json_out", type=OutputFile(), default=None, metavar="FILE",
               help="also write the annotate JSON of the merged aggregate here")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="a running Dask scheduler (tcp://host:8786); workers must see the "
@@ -53,8 +53,7 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
     Example:
       bbmap fleet 'profiles/*.data' ./app --local-workers 4 -o fleet.parquet
     """
-    from bbmap.cli import refuse_output_over_input
-    from bbmap.cli.profile_args import session_kwargs, write_aggregate_or_keep
+    from bbmap.cli.profile_args import session_kwargs, write_aggregate_and_exit
     from bbmap.errors import UsageError
     from bbmap.fleet.run import expand_profiles, run_fleet
 
@@ -64,7 +63,6 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
     if scheduler and local_workers:
         raise UsageError("--scheduler and --local-workers exclude each other")
     *profs, binary = inputs
-    refuse_output_over_input(output, inputs)
     paths = expand_profiles(profs)
     opts = session_kwargs(**profile)
     show = sys.stderr.isatty() if progress is None else progress
@@ -93,7 +91,7 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
         write_atomic(json_out, render_json(s.result(inference=profile["inference"],
                                                     solver=profile["inference_solver"])))
 
-    write_aggregate_or_keep(run.aggregate, output, binary, opts,
+    write_aggregate_and_exit(run.aggregate, output, binary, opts,
                             (write_json,) if json_out else ())
 
 

@@ -7,18 +7,18 @@ import json
 import click
 
 from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, allow_quick_exit, guarded, main
-from bbmap.cli.options import max_section_size_option
+from bbmap.cli.options import InputFile, max_section_size_option
 
 
 @main.command("lookup")
 @click.argument("binary")
 @click.argument("addrs", nargs=-1, required=True)
-@click.option("--offset", "space", flag_value="offset", help="ADDRs are ELF file offsets.")
-@click.option("--vma", "space", flag_value="vma",
+@click.option("--offset", "as_offset", is_flag=True, help="ADDRs are ELF file offsets.")
+@click.option("--vma", "as_vma", is_flag=True,
               help="ADDRs are runtime addresses (needs --perf-data or --base).")
-@click.option("--vaddr", "space", flag_value="vaddr", default=True,
+@click.option("--vaddr", "as_vaddr", is_flag=True,
               help="ADDRs are ELF virtual addresses (the default).")
-@click.option("--perf-data", "perf_data",
+@click.option("--perf-data", "perf_data", type=InputFile(), metavar="FILE",
               help="Profile whose mmap records say where the binary was loaded "
                    "(needed by --vma; otherwise gives the VMA of each address).")
 @click.option("--pid", type=int, help="Use this process's mappings of the profile.")
@@ -30,7 +30,8 @@ from bbmap.cli.options import max_section_size_option
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @max_section_size_option()
 @guarded
-def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str | None,
+def lookup_cmd(binary: str, addrs: tuple[str, ...], as_offset: bool, as_vma: bool,
+               as_vaddr: bool, perf_data: str | None,
                pid: int | None, name: str | None, base: str | None, target: bool,
                explain: bool, as_json: bool) -> None:
     """Map addresses of BINARY to function -> range -> basic block.
@@ -43,6 +44,12 @@ def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str |
     from bbmap.errors import UsageError
     from bbmap.lookup import Lookuper, format_report, parse_address
 
+    spaces = [s for s, given in (("offset", as_offset), ("vma", as_vma), ("vaddr", as_vaddr))
+              if given]
+    if len(spaces) > 1:  # one address cannot be read in two spaces at once
+        raise UsageError(f"--{' and --'.join(spaces)} exclude each other: ADDRs are read in "
+                         "one address space")
+    space = spaces[0] if spaces else "vaddr"
     if pid is not None and not perf_data:
         raise UsageError("--pid needs --perf-data FILE")
     b = load_binary(binary)

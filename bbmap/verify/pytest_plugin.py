@@ -35,23 +35,28 @@ class BBMapVerifier:
     def __init__(self, debug_dirs: Iterable[str | os.PathLike] = ()) -> None:
         self.debug_dirs = tuple(debug_dirs)
 
-    def __call__(self, path: str | os.PathLike, checks: Iterable[str] | None = None) -> Any:
+    def __call__(self, path: str | os.PathLike, checks: Iterable[str] | None = None, *,
+                 allow_partial: bool = False) -> Any:
+        """Fail the test unless every selected check ran and passed (a check that could
+        not run fails it too, unless ``allow_partial``)."""
         __tracebackhide__ = True
         from bbmap.errors import BBMapError
         from bbmap.verify.api import verify
 
         try:
-            report = verify(path, checks, debug_dirs=self.debug_dirs)
+            report = verify(path, checks, debug_dirs=self.debug_dirs,
+                            allow_partial=allow_partial)
         except BBMapError as e:  # not built, not ELF, unknown check: one line, no traceback
             pytest.fail(f"block map verification failed: {e}", pytrace=False)
         if not report.ok:
             pytest.fail("block map verification failed\n" + report.format(), pytrace=False)
         return report
 
-    def report(self, path: str | os.PathLike, checks: Iterable[str] | None = None) -> Any:
+    def report(self, path: str | os.PathLike, checks: Iterable[str] | None = None, *,
+               allow_partial: bool = False) -> Any:
         from bbmap.verify.api import verify
 
-        return verify(path, checks, debug_dirs=self.debug_dirs)
+        return verify(path, checks, debug_dirs=self.debug_dirs, allow_partial=allow_partial)
 
     def profile(self, path: str | os.PathLike,
                 perf_paths: str | os.PathLike | Iterable[str | os.PathLike], *,
