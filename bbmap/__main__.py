@@ -31,12 +31,19 @@ def run() -> None:
         sys.stdout.write(f"bbmap, version {__version__}\n")  # what click's option prints
         return
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
-    import signal
+    try:  # a signal while the CLI loads: the same line and code as in a command
+        import signal
 
-    try:
+        from bbmap.atomic import raise_later
+
+        for sig in (signal.SIGINT, signal.SIGTERM):  # (an ignored one stays ignored)
+            if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+                signal.signal(sig, raise_later)
         from bbmap.cli import main, quick_exit_allowed
-    except KeyboardInterrupt:  # Ctrl-C while the CLI loads: the same line and code
-        _exit_on_signal(signal.SIGINT)
+    except BaseException as e:  # (Terminated may not be imported yet: matched by name)
+        if type(e).__name__ in ("KeyboardInterrupt", "Terminated"):
+            _exit_on_signal(2 if isinstance(e, KeyboardInterrupt) else 15)
+        raise
 
     try:
         main(prog_name="bbmap")
@@ -56,9 +63,8 @@ def run() -> None:
 
 
 def _exit_on_signal(signum: int) -> None:
-    import signal
-
-    os.write(2, b"bbmap: interrupted\n" if signum == signal.SIGINT else b"bbmap: terminated\n")
+    """One line and exit 128 + signum (SIGINT 2, SIGTERM 15), at once."""
+    os.write(2, b"bbmap: interrupted\n" if signum == 2 else b"bbmap: terminated\n")
     os._exit(128 + signum)
 
 

@@ -50,6 +50,9 @@ class _Held:
 
     depth = 0
     pending: BaseException | None = None
+    # the last SIGINT/SIGTERM raise_later saw: an exception raised where Python cannot
+    # propagate it (a __del__, a weakref callback) is lost, the signal is not
+    received = 0
 
 
 @contextlib.contextmanager
@@ -64,6 +67,26 @@ def _held() -> Iterator[None]:
             raise exc
 
 
+def raise_later(signum: int, frame: object) -> None:
+    """The handler of SIGTERM and SIGINT while bbmap runs a command: raise
+    :class:`Terminated` or KeyboardInterrupt, once a temporary file's name is known."""
+    exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    _Held.received = signum
+    if _Held.depth:
+        _Held.pending = _Held.pending or exc
+        return
+    raise exc
+
+
+def signal_received(reset: bool = False) -> int:
+    """The last SIGINT or SIGTERM seen by :func:`raise_later` (0: none); ``reset`` forgets
+    it (a command starting)."""
+    got = _Held.received
+    if reset:
+        _Held.received = 0
+    return got
+
+
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
     """While writing: SIGTERM raises :class:`Terminated` instead of killing the process
@@ -75,14 +98,6 @@ def signals_raise() -> Iterator[None]:
         return
     term = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     intr = signal.getsignal(signal.SIGINT) is signal.default_int_handler
-
-    def raise_later(signum: int, frame: object) -> None:
-        exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-        if _Held.depth:
-            _Held.pending = _Held.pending or exc
-            return
-        raise exc
-
     if term:
         signal.signal(signal.SIGTERM, raise_later)
     if intr:

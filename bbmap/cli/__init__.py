@@ -19,6 +19,7 @@ for _var in THREAD_POOL_ENV:
 
 import contextlib  # noqa: E402
 import functools  # noqa: E402
+import stat  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
@@ -68,10 +69,11 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from bbmap.atomic import OutputRun, signals_raise
+        from bbmap.atomic import OutputRun, signal_received, signals_raise
         from bbmap.cli.options import check_outputs
 
-        with signals_raise():
+        signal_received(reset=True)
+        with signals_raise(), _signals_never_unraisable():
             try:
                 run = OutputRun(check_outputs(click.get_current_context(), kwargs))
             except UsageError as e:
@@ -79,6 +81,12 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                 sys.exit(EXIT_USAGE)
             with run:
                 code, said, click_exc = _outcome(fn, args, kwargs)
+                sig = signal_received()
+                if sig and code not in (EXIT_SIGINT, EXIT_SIGTERM):  # one lost on the way
+                    code, said = ((EXIT_SIGINT, INTERRUPTED) if sig == 2
+                                  else (EXIT_SIGTERM, TERMINATED))
+                if code == EXIT_OK and not run.held and _stdout_reader_gone():
+                    code = EXIT_SIGPIPE  # (see _stdout_reader_gone)
                 if said:
                     click.echo(said, err=True)
                 try:
@@ -93,6 +101,24 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(code)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def _signals_never_unraisable() -> Any:
+    """A KeyboardInterrupt or ``Terminated`` raised inside a ``__del__`` or a weakref
+    callback cannot propagate: Python prints it as "Exception ignored in ...".  The signal
+    is not lost (``signal_received``: the exit is still 130 or 143); the print is dropped."""
+    previous = sys.unraisablehook
+
+    def hook(u: Any) -> None:
+        if not isinstance(u.exc_value, (KeyboardInterrupt, Terminated)):
+            previous(u)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 def _outcome(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]
@@ -136,6 +162,31 @@ def _outcome(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]
                              "(set BBMAP_DEBUG=1 for a traceback)"), None
 
 
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``| head`` that quit early).
+
+    A write the reader's exit interrupts returns a short count, with no error, and
+    Python's buffered writer drops the rest (measured: 4,096 of 13,647 bytes, exit 0):
+    only a further write would have failed.  So, once the output is complete, the pipe is
+    asked (POLLERR: no reader left) -- the exit is then 141, as for a tool SIGPIPE ended."""
+    try:
+        fd = sys.stdout.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+    except (OSError, ValueError, AttributeError):
+        return False
+    import select
+
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    if not any(ev & select.POLLERR for _, ev in poll.poll(0)):
+        return False
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)  # no error at exit's flush
+    return True
+
+
 def _input_files(kwargs: dict[str, Any]) -> list[str]:
     """The existing files among a command's arguments (what an error can name)."""
     out: list[str] = []
@@ -176,6 +227,10 @@ class LazyGroup(click.Group):
 
     # A signal before a command body runs (parsing, importing the command's module) gets
     # the same answer as one inside it (``guarded``): not click's "Aborted!" and exit 1.
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        with interrupts_exit():
+            return super().main(*args, **kwargs)
+
     def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         with interrupts_exit():
             return super().make_context(*args, **kwargs)

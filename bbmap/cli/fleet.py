@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from bbmap.cli import guarded, main
+from bbmap.atomic import Terminated
+from bbmap.cli import allow_quick_exit, guarded, main
 from bbmap.cli.options import OutputFile, output_option
 from bbmap.cli.profile_args import profile_options
 
@@ -72,6 +73,11 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
                         local_workers=local_workers, memory_limit=memory_limit,
                         batch_bytes=batch_mib << 20, batch_files=batch_files, fan_in=fan_in,
                         progress=bar.update if bar else None, dask_logs=dask_logs)
+    except (KeyboardInterrupt, Terminated):
+        # the cluster is already stopped (bbmap.fleet.run.stop_local_cluster_now): end
+        # without the interpreter's teardown, whose atexit hooks would wait on Dask
+        allow_quick_exit()
+        raise
     finally:
         if bar:
             bar.close()
