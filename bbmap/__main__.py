@@ -30,15 +30,18 @@ def run() -> None:
 
         sys.stdout.write(f"bbmap, version {__version__}\n")  # what click's option prints
         return
-    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
     try:  # a signal while the CLI loads: the same line and code as in a command
+        gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
         import signal
 
+        policy = [sig for sig in (signal.SIGINT, signal.SIGTERM)  # an ignored one stays so
+                  if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler)]
+        for sig in policy:  # nothing to clean up yet: end at once
+            signal.signal(sig, lambda signum, frame: _exit_on_signal(signum))
         from bbmap.atomic import raise_later
 
-        for sig in (signal.SIGINT, signal.SIGTERM):  # (an ignored one stays ignored)
-            if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
-                signal.signal(sig, raise_later)
+        for sig in policy:  # from here on: raised, so that outputs are cleaned up
+            signal.signal(sig, raise_later)
         from bbmap.cli import main, quick_exit_allowed
     except BaseException as e:  # (Terminated may not be imported yet: matched by name)
         if type(e).__name__ in ("KeyboardInterrupt", "Terminated"):
