@@ -175,6 +175,11 @@ def test_a_reader_that_leaves_is_exit_141_for_every_command(tmp_path, name, when
     """A real pipe whose reader closes before bbmap writes, or after reading 100 bytes
     (the pipe shrunk to 4 KiB so that the output outgrows it): exit 141, stderr empty."""
     args = STDOUT_WRITERS[name]
+    if when == "closed-mid-write":
+        whole = subprocess.run([sys.executable, "-m", "bbmap", *args], capture_output=True,
+                               timeout=300).stdout
+        if len(whole) <= 4096 + 100:
+            pytest.skip(f"{len(whole)} bytes fit in the pipe: the reader leaving is not seen")
     p = start(args, cwd=str(tmp_path), stdout=subprocess.PIPE)
     if when == "closed-mid-write":
         fcntl.fcntl(p.stdout.fileno(), F_SETPIPE_SZ, 4096)
@@ -185,6 +190,6 @@ def test_a_reader_that_leaves_is_exit_141_for_every_command(tmp_path, name, when
     code = p.wait(timeout=300)
     err = p.stderr.read()
     p.stderr.close()
-    if when == "closed-mid-write" and code == 0:
-        pytest.skip("the whole output fit in the pipe before the reader left")
+    # (was, mid-write: annotate, layout, verify: exit 0, the rest of the output dropped by
+    # Python's buffered writer after the short write the reader's exit interrupted)
     assert (code, err) == (141, b""), (code, err)

@@ -211,9 +211,34 @@ SUBCOMMANDS = {
 }
 
 
+class Command(click.Command):
+    """Every bbmap command (``@main.command``): option help in one style, set here once --
+    a sentence (capital first letter, full stop), whoever wrote the option.  Metavars name
+    what is expected (FILE, N, ADDR), never click's TEXT or INTEGER; defaults are shown by
+    click's ``show_default`` ("[default: 20]") or written the same way.  The top-level help
+    lists each command by its ``short_help``: one complete sentence that fits the line.
+    tests/test_cli_help.py holds every command's --help to these rules."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for p in self.params:
+            if isinstance(p, click.Option) and p.help:
+                p.help = sentence(p.help)
+
+
+def sentence(text: str) -> str:
+    """``text`` with a capital first letter and a full stop."""
+    text = text.strip()
+    if text[:1].islower():
+        text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
 class LazyGroup(click.Group):
     """Import a subcommand's module only when that subcommand runs (or help lists it),
     so ``bbmap annotate`` does not pay for the disassembler ``verify`` loads."""
+
+    command_class = Command
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(SUBCOMMANDS))

@@ -20,7 +20,7 @@ FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate", "fdata",
 BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (spec/bolt.md)
 
 
-@main.command("annotate")
+@main.command("annotate", short_help="Count a profile's samples and branches per basic block.")
 @click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="text report, JSON/CSV per-block data, Propeller cluster file, lld "
@@ -29,7 +29,7 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (
                    "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa); default: from -o's "
                    "extension (.json, .csv, .parquet, .fdata), else text")
 @output_option()
-@click.option("--top", type=click.IntRange(min=0), default=None,
+@click.option("--top", type=click.IntRange(min=0), default=None, metavar="N",
               help="hottest functions to list (text default 20; json/csv default all; 0 = all)")
 @click.option("--cluster-version", type=click.Choice(["0", "1"]), default="1",
               show_default=True, help="Propeller cluster file format")

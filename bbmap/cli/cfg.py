@@ -21,12 +21,12 @@ from bbmap.errors import BBMapError, UsageError
 FORMATS = ("svg", "dot")
 
 
-@main.command("cfg")
+@main.command("cfg", short_help="Draw functions' blocks coloured by heat (SVG or DOT).")
 @click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
 @click.option("--function", "functions", multiple=True, metavar="NAME",
               help="draw this function (demangled or raw name; .cold/.__part.N parts fold "
                    "into their parent; repeatable)")
-@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, metavar="N",
               help="without --function: the hottest N functions (overview rows and pictures)")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="svg (default; .dot/.gv outputs default to dot) or Graphviz dot")

@@ -12,7 +12,7 @@ from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, allow_quick_exit, guarded, main
 from bbmap.cli.options import debug_dir_option, output_option
 
 
-@main.command("dump")
+@main.command("dump", short_help="Print every function, range and block of the block maps.")
 @click.argument("binary")
 @click.option("--json", "as_json", is_flag=True,
               help="JSON (shape: spec/dump-json.md); default with -o NAME.json")

@@ -13,7 +13,7 @@ from bbmap.cli.options import OutputFile, output_option
 from bbmap.cli.profile_args import profile_options
 
 
-@main.command("fleet")
+@main.command("fleet", short_help="Aggregate many profiles on Dask into one aggregate.")
 @click.argument("inputs", nargs=-1, required=True, metavar="PROFILES... BINARY")
 @output_option(required=True)
 @click.option("--json", "json_out", type=OutputFile(), default=None, metavar="FILE",
@@ -21,15 +21,18 @@ from bbmap.cli.profile_args import profile_options
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="a running Dask scheduler (tcp://host:8786); workers must see the "
                    "profiles and the binary at the same paths")
-@click.option("--local-workers", type=click.IntRange(min=1), default=None,
+@click.option("--local-workers", type=click.IntRange(min=1), default=None, metavar="N",
               help="start a local cluster of N worker processes (default: the CPUs)")
-@click.option("--memory-limit", default="2GiB", show_default=True,
+@click.option("--memory-limit", default="2GiB", show_default=True, metavar="SIZE",
               help="per local worker; over it the worker restarts and its tasks rerun")
 @click.option("--batch-files", type=click.IntRange(min=1), default=32, show_default=True,
+              metavar="N",
               help="profiles per task at most")
 @click.option("--batch-mib", type=click.IntRange(min=1), default=64, show_default=True,
+              metavar="MIB",
               help="MiB of profiles per task at most (unless one is bigger)")
 @click.option("--fan-in", type=click.IntRange(min=2), default=16, show_default=True,
+              metavar="N",
               help="aggregates merged per reduction task")
 @click.option("--progress/--no-progress", default=None,
               help="progress bar on stderr (default: when stderr is a terminal)")

@@ -10,7 +10,7 @@ from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, allow_quick_exit, guarded, main
 from bbmap.cli.options import InputFile, max_section_size_option
 
 
-@main.command("lookup")
+@main.command("lookup", short_help="Map addresses to function, range and basic block.")
 @click.argument("binary")
 @click.argument("addrs", nargs=-1, required=True)
 @click.option("--offset", "as_offset", is_flag=True, help="ADDRs are ELF file offsets.")
@@ -21,9 +21,11 @@ from bbmap.cli.options import InputFile, max_section_size_option
 @click.option("--perf-data", "perf_data", type=InputFile(), metavar="FILE",
               help="Profile whose mmap records say where the binary was loaded "
                    "(needed by --vma; otherwise gives the VMA of each address).")
-@click.option("--pid", type=int, help="Use this process's mappings of the profile.")
-@click.option("--name", "name", help="The binary's name when profiled (if renamed).")
-@click.option("--base", "base", help="The load base address (instead of a profile).")
+@click.option("--pid", type=int, metavar="PID", help="Use this process's mappings of the profile.")
+@click.option("--name", "name", metavar="NAME",
+              help="The binary's name when profiled (if renamed).")
+@click.option("--base", "base", metavar="ADDR",
+              help="The load base address (instead of a profile).")
 @click.option("--target", is_flag=True,
               help="Resolve as a branch target (first block starting at the address).")
 @click.option("--explain", is_flag=True, help="Show what each of the three stages found.")

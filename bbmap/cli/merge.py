@@ -10,7 +10,7 @@ from bbmap.cli.options import output_option
 MERGE_GROUP = 256  # aggregates read and summed at once (bounds memory, keeps it fast)
 
 
-@main.command("merge")
+@main.command("merge", short_help="Sum aggregates of one binary into one aggregate file.")
 @click.argument("aggregates", nargs=-1, required=True, metavar="AGG...")
 @output_option(required=True)
 @guarded

@@ -129,7 +129,7 @@ def refuse_output_over_input(output: str | None, inputs: list[str] | tuple[str, 
 def debug_dir_option() -> Decorator:
     """``--debug-dir DIR``: where ``Binary.debug_file`` looks for a separate debug file;
     with it (every command that reads a binary) ``--max-section-size``."""
-    debug = click.option("--debug-dir", "debug_dirs", multiple=True,
+    debug = click.option("--debug-dir", "debug_dirs", multiple=True, metavar="DIR",
                          type=click.Path(file_okay=False),
                          help="directory searched for a separate debug file by build-id "
                               "(repeatable; /usr/lib/debug is always searched)")

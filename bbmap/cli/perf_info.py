@@ -11,7 +11,7 @@ from bbmap.cli import EXIT_PROBLEMS, allow_quick_exit, guarded, main
 from bbmap.cli.options import output_option, write_output
 
 
-@main.command("perf-info")
+@main.command("perf-info", short_help="Show what a perf.data file holds.")
 @click.argument("perf_data")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the JSON document; default with -o NAME.json")

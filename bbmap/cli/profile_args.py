@@ -15,9 +15,10 @@ from bbmap.errors import UsageError
 DUPLICATE_LBR = {"auto": None, "drop": True, "keep": False}  # --duplicate-lbr -> API value
 
 _OPTIONS = (
-    click.option("--name", "name", default=None,
+    click.option("--name", "name", default=None, metavar="NAME",
                  help="the binary's file name as the profile mapped it (if renamed or moved)"),
-    click.option("--pid", type=int, default=None, help="only samples of this process"),
+    click.option("--pid", type=int, default=None, metavar="PID",
+                 help="only samples of this process"),
     click.option("--no-demangle", is_flag=True, help="show raw (mangled) names"),
     debug_dir_option(),
     click.option("--duplicate-lbr", "duplicate_lbr", type=click.Choice(list(DUPLICATE_LBR)),
@@ -43,7 +44,7 @@ _OPTIONS = (
     click.option("--force", is_flag=True,
                  help="keep a result whose addresses do not fit the binary's instructions "
                       "(sampled IPs off instruction starts, branch sources that are not "
-                      "branches, jump targets mid-block: over 30%% is refused)"),
+                      "branches, jump targets mid-block: over 30% is refused)"),
 )
 
 

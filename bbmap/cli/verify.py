@@ -37,7 +37,7 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
     return value
 
 
-@main.command("verify")
+@main.command("verify", short_help="Check block maps (or the PGO map against a profile).")
 @click.argument("binaries", nargs=-1)
 @click.option("--check", "checks", multiple=True, metavar="NAME", callback=_known_checks,
               help="Run only this check (repeatable; see --list-checks).")
@@ -45,7 +45,7 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
               help="One JSON document for all binaries; default with -o NAME.json")
 @click.option("--coverage", "show_coverage", is_flag=True,
               help="Also print the byte coverage of each executable section.")
-@click.option("--max-findings", default=50, show_default=True,
+@click.option("--max-findings", default=50, show_default=True, metavar="N",
               help="Findings listed per check in text output (JSON lists all).")
 @output_option()
 @debug_dir_option()
@@ -59,15 +59,15 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
                    "@listfile reads paths from a file).")
 @click.option("--threshold", type=float, default=None, metavar="P",
               help="--profile: a branch matches when its measured probability is within "
-                   "+-P of the map's [default 0.2].")
+                   "+-P of the map's.  [default: 0.2]")
 @click.option("--freq-factor", type=float, default=None, metavar="F",
               help="--profile: block frequencies (relative to the entry) and entry-count "
-                   "shares match within a factor of F [default 2].")
+                   "shares match within a factor of F.  [default: 2]")
 @click.option("--confidence", type=float, default=None, metavar="C",
-              help="--profile: two-sided confidence of the intervals [default 0.95].")
+              help="--profile: two-sided confidence of the intervals.  [default: 0.95]")
 @click.option("--function", "functions", multiple=True, metavar="NAME",
               help="--profile: judge only this function (repeatable).")
-@click.option("--top", type=int, default=20, show_default=True,
+@click.option("--top", type=int, default=20, show_default=True, metavar="N",
               help="--profile: mismatches listed in text output (JSON lists all).")
 @profile_options_besides_debug_dir
 @guarded
