@@ -17,7 +17,8 @@ from bbmap.cli.profile_args import (
 from bbmap.errors import UsageError
 
 
-@main.command("layout", short_help="Order blocks and functions, split hot from cold (Propeller-style).")
+@main.command("layout",
+              short_help="Order blocks and functions, split hot from cold (Propeller-style).")
 @click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
 @click.option("--cc-profile", type=OutputFile(), default=None, metavar="FILE",
               help="write the basic-block cluster file here (clang "
