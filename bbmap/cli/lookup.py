@@ -76,5 +76,9 @@ def lookup_cmd(binary: str, addrs: tuple[str, ...], as_offset: bool, as_vma: boo
             click.echo(f"{binary}: {lk.identity()}")
         for r in reports:
             click.echo(format_report(r))
+    lost = [r for r in reports if r.vaddr is None]
+    for r in lost:  # the report says it too; stderr says why the exit is 1
+        click.echo(f"bbmap: error: {binary}: {r.input}: no ELF virtual address: {r.note}",
+                   err=True)
     allow_quick_exit()  # all printed (the console script flushes): no teardown needed
-    raise SystemExit(EXIT_OK if all(r.vaddr is not None for r in reports) else EXIT_PROBLEMS)
+    raise SystemExit(EXIT_PROBLEMS if lost else EXIT_OK)
