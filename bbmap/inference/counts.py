@@ -2,14 +2,19 @@
 
 How samples become observed block weights (relative executions, comparable across the
 blocks and edges of one profile, not absolute) is :mod:`bbmap.inference.weights`: the
-``skid`` model when the per-address IP histogram is given, ``insn`` (samples per
-instruction) from per-block counts otherwise; measured against exact valgrind counts in
-spec/inference.md, "Samples and executions".
+model the event calls for (:mod:`bbmap.inference.events`: ``precise`` or ``time``) when
+the per-address IP histogram is given, ``insn`` (samples per instruction) from per-block
+counts otherwise; measured against exact valgrind counts in spec/inference.md, "Samples
+and executions".
 
 The network (:mod:`bbmap.inference.flow`) covers every function with at least one sample
-in a block; its entry is the first block, EH landing pads are side entries, and flow
-leaves at blocks without successors (returns, tail calls, no-return calls, unknown
-indirect jumps) and at blocks from which no such exit is reachable.
+in a block; its entry is the first block, EH landing pads are side entries (and so is any
+sampled block no entry reaches: the samples prove it ran, whatever the recovered CFG
+says), and flow leaves at blocks without successors (returns, tail calls, no-return calls,
+unknown indirect jumps), at blocks with a conditional branch out of the function (a
+conditional tail call leaves the block without falling through) and at blocks from which
+no such exit is reachable.  Every sampled block is floored at the count its samples prove
+and every count and edge gets an interval (:mod:`bbmap.inference.intervals`).
 """
 
 from __future__ import annotations
@@ -21,20 +26,28 @@ import numpy as np
 
 from bbmap.cfg import CFG, S_FALLTHROUGH
 from bbmap.inference.flow import FlowProblem, infer
+from bbmap.inference.intervals import CONFIDENCE, floors, intervals, model_spread
 from bbmap.inference.weights import (
+    HISTOGRAM_MODELS,
+    MODEL_ALIASES,
+    PRECISE_MODEL,
     SAMPLE_MODEL,
     SAMPLE_MODELS,
     SKID_MODEL,
+    TIME_MODEL,
     WEIGHT_SCALE,
+    SampleEvidence,
     Skid,
+    block_evidence,
     block_weights,
-    skid_weights,
+    precise_weights,
+    skid_evidence,
     unique_starts,
 )
 from bbmap.model import MD_IS_EH_PAD
 
-__all__ = ["SAMPLE_MODEL", "SAMPLE_MODELS", "SKID_MODEL", "WEIGHT_SCALE", "Inferred",
-           "Quality", "block_weights", "infer_counts"]
+__all__ = ["PRECISE_MODEL", "SAMPLE_MODEL", "SAMPLE_MODELS", "SKID_MODEL", "TIME_MODEL",
+           "WEIGHT_SCALE", "Inferred", "Quality", "block_weights", "infer_counts"]
 
 
 @dataclass
@@ -51,7 +64,8 @@ class Quality:
     solver: str = ""
     seconds: float = 0.0
     sample_model: str = SAMPLE_MODEL
-    skid: Skid | None = None  # where the skid model put the samples (model "skid")
+    skid: Skid | None = None  # where the time model put the samples (model "time")
+    floored: int = 0  # blocks whose count the samples' floor raised above their weight
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -66,7 +80,10 @@ class Quality:
                 "imbalance_after": round(self.imbalance_after, 6),
                 "adjustment": round(self.adjustment, 6), "solver": self.solver,
                 "weight_scale": WEIGHT_SCALE, "sample_model": self.sample_model,
-                **({"skid": self.skid.to_json()} if self.skid is not None else {})}
+                "model_spread": model_spread(self.sample_model),
+                "confidence": CONFIDENCE, "floored": self.floored,
+                **({"skid": self.skid.to_json()} if self.skid is not None else {}),
+                **({"notes": self.notes} if self.notes else {})}
 
 
 @dataclass
@@ -79,6 +96,12 @@ class Inferred:
     edge_fallthrough: np.ndarray  # bool
     edge_count: np.ndarray  # i8
     quality: Quality
+    # bounds at CONFIDENCE (intervals.py): per global block (0 / 0 outside the inferred
+    # functions) and per edge above; high -1 where nothing bounds it
+    block_low: np.ndarray | None = None
+    block_high: np.ndarray | None = None
+    edge_low: np.ndarray | None = None
+    edge_high: np.ndarray | None = None
 
 
 def _propagate(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -101,9 +124,10 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                  ip: tuple[np.ndarray, np.ndarray] | None = None) -> Inferred:
     """Infer counts for every block-map function with samples in its blocks (or the
     ``functions`` given).  ``ip`` is the IP histogram (ELF vaddrs, samples at each) of the
-    same samples: with it the default sample model is ``skid`` (weights.py), without it
-    ``insn``.  ``edge_counts`` (from, to, count; global blocks) adds observed edge
-    weights, e.g. sparse LBR, in the same weight units."""
+    same samples: with it the sample model is ``model`` (``precise`` or ``time``, what the
+    event calls for: :func:`bbmap.inference.events.profile_model`; default ``time``),
+    without it ``insn``.  ``edge_counts`` (from, to, count; global blocks) adds observed
+    edge weights, e.g. sparse LBR, in the same weight units."""
     t0 = time.perf_counter()
     m = cfg.block_map
     B = m.num_blocks
@@ -114,14 +138,17 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
             np.zeros(0)
         functions = np.flatnonzero(fs > 0)
     q = Quality(functions=len(functions))
+    model = MODEL_ALIASES.get(model, model)
     if model is None:
-        model = SKID_MODEL if ip is not None else SAMPLE_MODEL
-    if model == SKID_MODEL and (ip is None or not unique_starts(cfg)):
-        q.notes.append("skid model needs the IP histogram of an executable; used 'insn'")
+        model = TIME_MODEL if ip is not None else SAMPLE_MODEL
+    if model in HISTOGRAM_MODELS and (ip is None or not unique_starts(cfg)):
+        q.notes.append(f"the {model} model needs the IP histogram of an executable; "
+                       f"used '{SAMPLE_MODEL}'")
         model = SAMPLE_MODEL
     q.sample_model = model if weights is None else "given"
-    empty = Inferred(np.zeros(B, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                     np.zeros(0, bool), np.zeros(0, np.int64), q)
+    z = np.zeros(0, np.int64)
+    empty = Inferred(np.zeros(B, np.int64), z, z, np.zeros(0, bool), z, q,
+                     np.zeros(B, np.int64), np.zeros(B, np.int64), z, z)
     if not len(functions) or not B:
         return empty
     sel = np.zeros(m.num_functions, bool)
@@ -136,23 +163,39 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     comp_of_func = np.cumsum(sel) - 1
     comp = comp_of_func[bfunc[blocks]]
 
-    if weights is not None:
-        w_all, known_all = weights
-    elif model == SKID_MODEL:
+    if model == TIME_MODEL:
         assert ip is not None
-        w_all, known_all, q.skid = skid_weights(cfg, ip[0], ip[1])
+        ev_all, q.skid = skid_evidence(cfg, ip[0], ip[1])
+    elif model == PRECISE_MODEL:
+        assert ip is not None
+        ev_all = precise_weights(cfg, ip[0], ip[1])[2]
     else:
-        w_all, known_all = block_weights(samples, cfg, model)
+        ev_all = block_evidence(samples, cfg, model)
+    if weights is not None:  # given weights (tests, the bench): bounds from per-block
+        w_all, known_all = weights  # samples per instruction
+        ev_all = block_evidence(samples, cfg, SAMPLE_MODEL)
+    else:
+        w_all, known_all = ev_all.weight, ev_all.known
     w, known = w_all[blocks], known_all[blocks]
+    ev = SampleEvidence(ev_all.samples[blocks], ev_all.units[blocks], known)
     first = np.zeros(len(blocks), bool)
     first[0] = True
     first[1:] = comp[1:] != comp[:-1]
     side = (m.block_md[blocks] & MD_IS_EH_PAD) != 0
     nsucc = np.bincount(src, minlength=len(blocks))
     exit_ = nsucc == 0
+    if len(cfg.cond_exit) == B:  # a conditional tail call may leave the block
+        exit_ |= cfg.cond_exit[blocks]
     can_exit = _propagate(exit_, dst, src)
     exit_ |= ~can_exit
     reach = _propagate(first | side, src, dst)
+    s_loc = samples[blocks]
+    floor = floors(ev, s_loc, model)
+    # a function with samples was entered: its entry ran at least once
+    entered = first & (np.bincount(comp, weights=s_loc)[comp] > 0)
+    floor[entered] = np.maximum(floor[entered], 1)
+    stray = (s_loc > 0) & ~reach  # sampled, yet no entry reaches it: it has a way in
+    side = side | stray
 
     ew = ek = None
     if edge_counts is not None:
@@ -168,11 +211,14 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
         ek = hit
     p = FlowProblem(comp=comp, weight=w, known=known, entry=first, side_entry=side,
                     exit=exit_, edge_src=src, edge_dst=dst, edge_ft=kind == S_FALLTHROUGH,
+                    floor=floor,
                     **({} if ew is None else {"edge_weight": ew, "edge_known": ek}))
     r = infer(p, solver)
+    iv = intervals(ev, model, floor, r.block_flow, src, dst, r.edge_flow, first | side,
+                   exit_)
 
     # ---- quality
-    s_loc = samples[blocks]
+    q.floored = int(((r.block_flow > w) & (r.block_flow <= floor) & (floor > 0)).sum())
     q.blocks = len(blocks)
     q.samples = int(s_loc.sum())
     q.samples_reachable = int(s_loc[reach].sum())
@@ -185,11 +231,16 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     q.solver = r.solver
     bc = np.zeros(B, np.int64)
     bc[blocks] = r.block_flow
+    blo = np.zeros(B, np.int64)
+    blo[blocks] = iv.block_low
+    bhi = np.zeros(B, np.int64)
+    bhi[blocks] = iv.block_high
     pos = r.edge_flow > 0
     q.seconds = time.perf_counter() - t0
     return Inferred(block_count=bc, edge_from=src_g[pos], edge_to=dst_g[pos],
                     edge_fallthrough=(kind == S_FALLTHROUGH)[pos], edge_count=r.edge_flow[pos],
-                    quality=q)
+                    quality=q, block_low=blo, block_high=bhi, edge_low=iv.edge_low[pos],
+                    edge_high=iv.edge_high[pos])
 
 
 def _naive_edges(c: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
