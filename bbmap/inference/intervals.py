@@ -4,9 +4,10 @@ keep every sampled block above zero (spec/inference.md, "Uncertainty").
 Two things can make an inferred count wrong, and the interval covers both:
 
 * **sampling**: a block credited ``n`` samples is an observation of a Poisson count.  Its
-  two-sided ``CONFIDENCE`` interval ``[λ_lo(n), λ_hi(n)]`` (Wilson-Hilferty's cube-root
-  approximation of the exact Garwood bounds, within 1% of them for n >= 1 and exact at
-  n = 0) becomes a weight interval ``WEIGHT_SCALE * λ / units``;
+  two-sided ``CONFIDENCE`` interval ``[λ_lo(n), λ_hi(n)]`` (Garwood's exact bounds, from
+  the regularized incomplete gamma function, below ``EXACT_BELOW`` samples; above it
+  Wilson-Hilferty's cube-root approximation, within 1% of them) becomes a weight interval
+  ``WEIGHT_SCALE * λ / units``;
 * **the model**: what one execution costs.  Precise instruction samples fall on every
   retired instruction alike, so their weights have no model spread (``MODEL_SPREAD``
   1).  Time samples fall in proportion to time, which the disassembly only estimates: a
@@ -43,6 +44,8 @@ _Z = 1.959963984540054  # the standard normal quantile at 1 - (1 - CONFIDENCE) /
 # estimate (measured: spec/inference.md, "Uncertainty")
 TIME_SPREAD = 8.0
 PROPAGATION_ROUNDS = 4  # passes of neighbour bounds for blocks without an observation
+EXACT_BELOW = 40.0  # sample counts below this get Garwood's exact bounds
+_SERIES_TERMS = 400  # of the incomplete gamma series (x < 100 there: converged)
 
 
 def model_spread(model: str) -> float:
@@ -52,16 +55,49 @@ def model_spread(model: str) -> float:
 
 def poisson_interval(n: np.ndarray, z: float = _Z) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided bounds of a Poisson mean from an observed count ``n`` (float ok):
-    Wilson-Hilferty.  ``n = 0``: ``[0, -ln((1 - CONFIDENCE) / 2)]``."""
+    ``lo`` solves P(Gamma(n) <= lo) = a/2, ``hi`` P(Gamma(n + 1) <= hi) = 1 - a/2 (a = 1 -
+    confidence; ``n = 0``: ``[0, -ln(a/2)]``), exactly below ``EXACT_BELOW`` and by
+    Wilson-Hilferty above it."""
     n = np.asarray(n, np.float64)
+    alpha = 2 * (1 - 0.5 * (1 + math.erf(z / math.sqrt(2))))
     lo = np.zeros(len(n))
     pos = n > 0
     k = n[pos]
     lo[pos] = k * np.maximum(1 - 1 / (9 * k) - z / (3 * np.sqrt(k)), 0) ** 3
     k1 = n + 1
     hi = k1 * (1 - 1 / (9 * k1) + z / (3 * np.sqrt(k1))) ** 3
-    hi[~pos] = -math.log((1 - CONFIDENCE) / 2)
+    small = n < EXACT_BELOW
+    if small.any():
+        u, inv = np.unique(n[small], return_inverse=True)
+        lo_u = np.where(u > 0, _gamma_quantile(np.maximum(u, 1e-12), alpha / 2), 0.0)
+        hi_u = _gamma_quantile(u + 1, 1 - alpha / 2)
+        lo[small], hi[small] = lo_u[inv], hi_u[inv]
     return lo, hi
+
+
+def _gamma_cdf(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Regularized lower incomplete gamma P(a, x) by its series (a > 0, small x)."""
+    term = np.ones_like(x) / a
+    total = term.copy()
+    for k in range(1, _SERIES_TERMS):
+        term = term * x / (a + k)
+        total += term
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        logp = a * np.log(np.maximum(x, 1e-300)) - x - np.array(
+            [math.lgamma(v) for v in a.tolist()]) + np.log(total)
+    return np.where(x > 0, np.exp(np.minimum(logp, 0.0)), 0.0)
+
+
+def _gamma_quantile(a: np.ndarray, p: float) -> np.ndarray:
+    """x with P(a, x) = p, by bisection (P increases in x)."""
+    lo = np.zeros_like(a)
+    hi = 4 * a + 40.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        below = _gamma_cdf(a, mid) < p
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return (lo + hi) / 2
 
 
 @dataclass
