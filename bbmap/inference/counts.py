@@ -66,6 +66,7 @@ class Quality:
     sample_model: str = SAMPLE_MODEL
     skid: Skid | None = None  # where the time model put the samples (model "time")
     floored: int = 0  # blocks whose count the samples' floor raised above their weight
+    call_evidence: int = 0  # functions solved again with entries floored by call sites
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -82,6 +83,7 @@ class Quality:
                 "weight_scale": WEIGHT_SCALE, "sample_model": self.sample_model,
                 "model_spread": model_spread(self.sample_model),
                 "confidence": CONFIDENCE, "floored": self.floored,
+                "call_evidence": self.call_evidence,
                 **({"skid": self.skid.to_json()} if self.skid is not None else {}),
                 **({"notes": self.notes} if self.notes else {})}
 
@@ -127,7 +129,94 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     same samples: with it the sample model is ``model`` (``precise`` or ``time``, what the
     event calls for: :func:`bbmap.inference.events.profile_model`; default ``time``),
     without it ``insn``.  ``edge_counts`` (from, to, count; global blocks) adds observed
-    edge weights, e.g. sparse LBR, in the same weight units."""
+    edge weights, e.g. sparse LBR, in the same weight units.
+
+    Two passes.  A function is entered as often as its call sites run: where the direct
+    calls from inferred blocks prove more entries than the first pass gave a function
+    (their interval's low ends add up to more than its entry count -- a hot loop whose
+    entry block the samples barely see), the function is solved again with its entry
+    floored at that sum and observed at the call sites' counts (``CALL_EVIDENCE``)."""
+    kw = {"solver": solver, "model": model, "edge_counts": edge_counts, "weights": weights,
+          "ip": ip}
+    first = _infer(cfg, block_samples, functions=functions, **kw)
+    ev = _call_evidence(cfg, first, np.asarray(block_samples))
+    if ev is None:
+        return first
+    second = _infer(cfg, block_samples, functions=ev[0], entry_evidence=ev, **kw)
+    return _splice(cfg, first, second, ev[0])
+
+
+def _call_evidence(cfg: CFG, inf: Inferred, samples: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(functions, entry weight, entry floor) for the inferred functions whose direct
+    call sites (calls and tail calls from inferred blocks) prove more entries than
+    ``inf`` gave them, or whose entry block has no sample of its own and was given fewer
+    entries than half its call sites' counts; None when there is none."""
+    m = cfg.block_map
+    if not m.num_functions or not len(inf.block_count):
+        return None
+    cb = np.concatenate([cfg.call_block, cfg.tail_block]).astype(np.int64)
+    cf = np.concatenate([cfg.call_func, cfg.tail_func]).astype(np.int64)
+    ok = cf >= 0
+    cb, cf = cb[ok], cf[ok]
+    run = inf.block_count[cb] > 0
+    cb, cf = cb[run], cf[run]
+    if not len(cb):
+        return None
+    F = m.num_functions
+    in_w = np.bincount(cf, weights=inf.block_count[cb], minlength=F)
+    in_lo = np.bincount(cf, weights=inf.block_low[cb], minlength=F)
+    entry = m.range_block_ptr[m.func_range_ptr[:-1]].astype(np.int64)
+    has = np.diff(m.range_block_ptr[m.func_range_ptr]) > 0
+    inferred = np.zeros(F, bool)
+    inferred[cfg.block_func[np.flatnonzero(inf.block_count > 0)]] = True
+    at = np.minimum(entry, max(m.num_blocks - 1, 0))
+    cnt = np.where(has, inf.block_count[at], 0)
+    unseen = has & (samples[at] == 0)
+    short = np.flatnonzero(inferred & has & ((np.floor(in_lo) > cnt) |
+                                             (unseen & (in_w > 2 * cnt))))
+    if not len(short):
+        return None
+    return short, np.rint(in_w[short]).astype(np.int64), \
+        np.floor(in_lo[short]).astype(np.int64)
+
+
+def _splice(cfg: CFG, first: Inferred, second: Inferred, functions: np.ndarray) -> Inferred:
+    """``first`` with the blocks and edges of ``functions`` taken from ``second``."""
+    redo = np.zeros(cfg.block_map.num_functions, bool)
+    redo[functions] = True
+    mine = redo[cfg.block_func]
+    out = Inferred(**{f: getattr(first, f) for f in (
+        "block_count", "edge_from", "edge_to", "edge_fallthrough", "edge_count", "quality",
+        "block_low", "block_high", "edge_low", "edge_high")})
+    for f in ("block_count", "block_low", "block_high"):
+        col = getattr(first, f).copy()
+        col[mine] = getattr(second, f)[mine]
+        setattr(out, f, col)
+    keep = ~mine[first.edge_from]
+    cols = ("edge_from", "edge_to", "edge_fallthrough", "edge_count", "edge_low", "edge_high")
+    merged = {f: np.concatenate([getattr(first, f)[keep], getattr(second, f)]) for f in cols}
+    order = np.argsort(merged["edge_from"], kind="stable")  # CFG order: by source block
+    for f in cols:
+        setattr(out, f, merged[f][order])
+    q = first.quality
+    q.notes.append(f"{len(functions)} function(s) solved again with their entries "
+                   "floored by their call sites' counts")
+    q.call_evidence = len(functions)
+    q.floored = first.quality.floored + second.quality.floored
+    q.seconds += second.quality.seconds
+    return out
+
+
+def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
+           model: str | None = None, functions: np.ndarray | None = None,
+           edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+           weights: tuple[np.ndarray, np.ndarray] | None = None,
+           ip: tuple[np.ndarray, np.ndarray] | None = None,
+           entry_evidence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+           ) -> Inferred:
+    """One pass of :func:`infer_counts`; ``entry_evidence``: (functions, entry weight,
+    entry floor) from their call sites."""
     t0 = time.perf_counter()
     m = cfg.block_map
     B = m.num_blocks
@@ -194,6 +283,14 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     # a function with samples was entered: its entry ran at least once
     entered = first & (np.bincount(comp, weights=s_loc)[comp] > 0)
     floor[entered] = np.maximum(floor[entered], 1)
+    if entry_evidence is not None:  # what the call sites say of the entries
+        ef, ew_, efl = entry_evidence
+        at = np.flatnonzero(first)[np.searchsorted(functions, ef)]
+        w = w.copy()
+        known = known.copy()
+        w[at] = np.maximum(w[at], ew_)
+        known[at] = True
+        floor[at] = np.maximum(floor[at], efl)
     stray = (s_loc > 0) & ~reach  # sampled, yet no entry reaches it: it has a way in
     side = side | stray
 
