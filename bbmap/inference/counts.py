@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bbmap.cfg import CFG, S_FALLTHROUGH
+from bbmap.cfg import CFG, S_FALLTHROUGH, T_COND_TAIL_CALL
 from bbmap.inference.flow import FlowProblem, infer
 from bbmap.inference.intervals import CONFIDENCE, floors, intervals, model_spread
 from bbmap.inference.weights import (
@@ -155,8 +155,12 @@ def _call_evidence(cfg: CFG, inf: Inferred, samples: np.ndarray
     m = cfg.block_map
     if not m.num_functions or not len(inf.block_count):
         return None
-    cb = np.concatenate([cfg.call_block, cfg.tail_block]).astype(np.int64)
-    cf = np.concatenate([cfg.call_func, cfg.tail_func]).astype(np.int64)
+    # calls and unconditional tail calls enter their callee once per execution of their
+    # block; a conditional tail call only when taken (unknown), so it proves nothing
+    uncond = cfg.term[cfg.tail_block] != T_COND_TAIL_CALL if len(cfg.tail_block) else \
+        np.zeros(0, bool)
+    cb = np.concatenate([cfg.call_block, cfg.tail_block[uncond]]).astype(np.int64)
+    cf = np.concatenate([cfg.call_func, cfg.tail_func[uncond]]).astype(np.int64)
     ok = cf >= 0
     cb, cf = cb[ok], cf[ok]
     run = inf.block_count[cb] > 0
