@@ -13,6 +13,7 @@ import json
 import math
 import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -149,7 +150,7 @@ def test_intervals_hold_the_exact_counts(perf: str, binary: str, exact: str) -> 
     executed over the samples), the exact count of at least 95% of the executions'
     weight lies inside its block's interval."""
     cfg = recover_cfg(load_binary(binary))
-    bt, _ = bench.truth_of(json.loads(open(exact).read()), cfg)
+    bt, _ = bench.truth_of(json.loads(Path(exact).read_text()), cfg)
     res, ip = bench.annotate_ip(perf, binary)
     inf = infer_counts(cfg, res.block_samples, model="time", ip=ip)
     ev, _ = skid_evidence(cfg, *ip)

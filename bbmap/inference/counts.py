@@ -131,27 +131,28 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     without it ``insn``.  ``edge_counts`` (from, to, count; global blocks) adds observed
     edge weights, e.g. sparse LBR, in the same weight units.
 
-    Two passes.  A function is entered as often as its call sites run: where the direct
-    calls from inferred blocks prove more entries than the first pass gave a function
-    (their interval's low ends add up to more than its entry count -- a hot loop whose
-    entry block the samples barely see), the function is solved again with its entry
-    floored at that sum and observed at the call sites' counts (``CALL_EVIDENCE``)."""
+    Two passes.  A function is entered as often as its call sites run: every inferred
+    function with direct calls (or unconditional tail calls) from blocks that ran is
+    solved again with its entry floored at the sum of their intervals' low ends and
+    observed at least at the sum of their counts.  A hot loop whose entry block the
+    samples barely see gets its entries from its callers, and a tiny function's count is
+    put on its callers' scale instead of its own few samples' (measured in
+    spec/inference.md, "Call sites")."""
     kw = {"solver": solver, "model": model, "edge_counts": edge_counts, "weights": weights,
           "ip": ip}
     first = _infer(cfg, block_samples, functions=functions, **kw)
-    ev = _call_evidence(cfg, first, np.asarray(block_samples))
+    ev = _call_evidence(cfg, first)
     if ev is None:
         return first
     second = _infer(cfg, block_samples, functions=ev[0], entry_evidence=ev, **kw)
     return _splice(cfg, first, second, ev[0])
 
 
-def _call_evidence(cfg: CFG, inf: Inferred, samples: np.ndarray
+def _call_evidence(cfg: CFG, inf: Inferred
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(functions, entry weight, entry floor) for the inferred functions whose direct
-    call sites (calls and tail calls from inferred blocks) prove more entries than
-    ``inf`` gave them, or whose entry block has no sample of its own and was given fewer
-    entries than half its call sites' counts; None when there is none."""
+    """(functions, entry weight, entry floor) for the inferred functions with direct call
+    sites (calls and unconditional tail calls from blocks ``inf`` says ran); None when
+    there is none."""
     m = cfg.block_map
     if not m.num_functions or not len(inf.block_count):
         return None
@@ -170,15 +171,10 @@ def _call_evidence(cfg: CFG, inf: Inferred, samples: np.ndarray
     F = m.num_functions
     in_w = np.bincount(cf, weights=inf.block_count[cb], minlength=F)
     in_lo = np.bincount(cf, weights=inf.block_low[cb], minlength=F)
-    entry = m.range_block_ptr[m.func_range_ptr[:-1]].astype(np.int64)
     has = np.diff(m.range_block_ptr[m.func_range_ptr]) > 0
     inferred = np.zeros(F, bool)
     inferred[cfg.block_func[np.flatnonzero(inf.block_count > 0)]] = True
-    at = np.minimum(entry, max(m.num_blocks - 1, 0))
-    cnt = np.where(has, inf.block_count[at], 0)
-    unseen = has & (samples[at] == 0)
-    short = np.flatnonzero(inferred & has & ((np.floor(in_lo) > cnt) |
-                                             (unseen & (in_w > 2 * cnt))))
+    short = np.flatnonzero(inferred & has & (in_w > 0))
     if not len(short):
         return None
     return short, np.rint(in_w[short]).astype(np.int64), \
@@ -204,8 +200,6 @@ def _splice(cfg: CFG, first: Inferred, second: Inferred, functions: np.ndarray) 
     for f in cols:
         setattr(out, f, merged[f][order])
     q = first.quality
-    q.notes.append(f"{len(functions)} function(s) solved again with their entries "
-                   "floored by their call sites' counts")
     q.call_evidence = len(functions)
     q.floored = first.quality.floored + second.quality.floored
     q.seconds += second.quality.seconds

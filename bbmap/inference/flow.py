@@ -156,9 +156,9 @@ def build_network(p: FlowProblem) -> Network:
 
     The arc groups, in this order (the order is part of the network: solvers that pick
     among several optima pick by it): blocks' unbounded raise arcs, blocks' reward arcs,
-    blocks' floor arcs, CFG edges, edges' reward arcs, entries, side entries, exits, ``T -> S``.  Each
-    column is written group by group into one preallocated array (no concatenation,
-    no dtype round trip)."""
+    blocks' floor arcs, CFG edges, edges' reward arcs, entries, side entries, exits,
+    ``T -> S``.  Each column is written group by group into one preallocated array (no
+    concatenation, no dtype round trip)."""
     B, E, C = p.num_blocks, len(p.edge_src), p.num_components
     w = np.maximum(p.weight.astype(np.int64), 0)
     inc = np.full(B, COST_BLOCK_INC, np.int64)
