@@ -44,7 +44,14 @@ E2E_DEFAULT = "/work/cache/e2e/run-zstd/zstd"  # bench_e2e.py's zstd work direct
 
 # ----------------------------------------------------------------------------- truth
 def truth_of(exact: dict, cfg) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
-    """(executions per block, -1 where unknown; exact count per CFG edge (u, v))."""
+    """(executions per block, -1 where unknown; exact count per CFG edge (u, v)).
+
+    A taken edge's count is the exact count of that branch.  A fall-through's is the
+    block's executions less every taken branch out of the block, whatever its target: a
+    conditional tail call (``jns other_function``) leaves the function, and a jump to the
+    function's own entry leaves the block, without falling through.  Calls are not
+    subtracted: they return into the block.
+    """
     m = cfg.block_map
     start = cfg.block_start
     nonempty = m.block_size > 0
@@ -71,25 +78,28 @@ def truth_of(exact: dict, cfg) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
             k -= 1
         return int(order[k]) if k >= 0 else -1
 
+    calls = set(cfg.call_addr.tolist())
     taken: dict[tuple[int, int], int] = {}
-    out_in_func: dict[int, int] = {}
+    out_of_block: dict[int, int] = {}
     for e in exact["edges"]:
         f, t = int(e["from"], 16), int(e["to"], 16)
         u = block_of(f)
+        if u < 0 or f in calls:
+            continue
+        out_of_block[u] = out_of_block.get(u, 0) + e["count"]
         v = by_addr.get(t, -1)
-        if u < 0 or v < 0 or cfg.block_func[u] != cfg.block_func[v]:
+        if v < 0 or cfg.block_func[u] != cfg.block_func[v]:
             continue
         # a branch to the entry of its own function is a (recursive) call, not a CFG edge
         if v == m.function_blocks(int(cfg.block_func[v])).start:
             continue
         taken[(u, v)] = taken.get((u, v), 0) + e["count"]
-        out_in_func[u] = out_in_func.get(u, 0) + e["count"]
     src, dst, kind = cfg.edges()
     et: dict[tuple[int, int], int] = {}
     for u, v, k in zip(src.tolist(), dst.tolist(), kind.tolist()):
         if k == S_FALLTHROUGH:
             if bt[u] >= 0:
-                et[(u, v)] = max(int(bt[u]) - out_in_func.get(u, 0), 0)
+                et[(u, v)] = max(int(bt[u]) - out_of_block.get(u, 0), 0)
         else:
             et[(u, v)] = taken.get((u, v), 0)
     return bt, et
