@@ -55,7 +55,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent.parent)]  # lbr.py, and this tree's bbmap
 import lbr  # noqa: E402
 
 from bbmap.formats import perfdata as fmt  # noqa: E402
