@@ -580,7 +580,12 @@ def trace_mem(binary: Path, argv: list[str], setup: Any) -> dict[str, Any]:
 
 def trace_sb(binary: Path, argv: list[str], setup: Any, env: dict[str, str] | None = None
              ) -> dict[str, Any]:
-    """The superblock tracer (``--tracer sb``): chunks of superblock starts, vectorized."""
+    """The superblock tracer (``--tracer sb``): chunks of superblock starts, vectorized.
+
+    ``setup(tables)`` returns the context: ``sampler`` (fed the kept branches; None for
+    none) and, optionally, ``observe(seq, n_prev, code, superblocks)``, called with every
+    chunk of executed superblocks (precise.py numbers retired instructions with it).
+    """
     proc, tables, trace = lackey_superblocks(binary, argv, env)
     ctx: dict[str, Any] | None = None
     sbs: Superblocks | None = None
