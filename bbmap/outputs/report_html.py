@@ -446,9 +446,10 @@ def _run_section(page: dict[str, Any]) -> str:
         extra.append(f'<h3 id="warnings">Warnings ({len(warn)})</h3><ul>{items}</ul>')
     else:
         extra.append("<p>No warnings.</p>")
+    side = "".join(extra[:-1])
     return (f'<section id="run" aria-labelledby="run-h"><h2 id="run-h">Run</h2>'
-            f'<dl class="facts">{dl}</dl>{"".join(prof)}{"".join(bars)}{"".join(extra)}'
-            "</section>")
+            f'<div class="runcols"><div><dl class="facts">{dl}</dl>{"".join(bars)}</div>'
+            f'<div class="side">{side}</div></div>{"".join(prof)}{extra[-1]}</section>')
 
 
 def _bucket_bar(what: str, buckets: dict[str, int], total: int, page: dict[str, Any]) -> str:
