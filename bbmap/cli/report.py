@@ -15,7 +15,7 @@ from bbmap.cli.profile_args import (
     split_inputs,
 )
 
-LAYOUT_TOP = 500
+LAYOUT_TOP = 200
 
 
 @main.command("report")

@@ -18,15 +18,21 @@
       return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
     });
   }
+  // formatters made once: toLocaleString builds one per call (~0.3 ms each)
+  var INT = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+  var SIG = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 6 });
+  var FIXED = {};
   function num(v) {
     if (v === null || v === undefined) return "\u2013";
     if (typeof v === "boolean") return v ? "yes" : "no";
     if (typeof v !== "number") return esc(v);
-    if (Number.isInteger(v)) return v.toLocaleString("en-US");
-    return v.toLocaleString("en-US", { maximumSignificantDigits: 6 });
+    if (Number.isInteger(v)) return INT.format(v);
+    return SIG.format(v);
   }
   function fixed(v, d) {
-    return v.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
+    var f = FIXED[d] || (FIXED[d] = new Intl.NumberFormat("en-US", {
+      minimumFractionDigits: d, maximumFractionDigits: d }));
+    return f.format(v);
   }
   function hex(v) { return "0x" + v.toString(16); }
   function share(v) { return TOTAL ? fixed((100 * v) / TOTAL, 2) + "%" : "\u2013"; }
@@ -139,23 +145,32 @@
   };
 
   // ------------------------------------------------------------------ heat strip
-  function strip(canvas, det, i) {
+  // a function's blocks in address order, each as wide as its bytes, as one CSS gradient
+  // with hard stops (cheaper to lay out than a canvas per row); blocks narrower than a
+  // pixel of the strip share it, showing the hottest of them
+  var STRIP_PX = 180, GRADIENTS = [];
+  function gradient(det, i) {
+    if (GRADIENTS[i] !== undefined) return GRADIENTS[i];
     var p = det.blocks, a = p.ptr[i], b = p.ptr[i + 1];
-    var w = canvas.width, h = canvas.height, ctx = canvas.getContext("2d");
     var heat = p.cols[D.heat.metric], size = p.cols.size, addr = p.cols.address;
-    var idx = [];
-    for (var j = a; j < b; j++) idx.push(j);
+    var idx = [], total = 0, j;
+    for (j = a; j < b; j++) { idx.push(j); total += Math.max(size[j], 1); }
     idx.sort(function (x, y) { return addr[x] - addr[y] || x - y; });
-    var total = 0;
-    idx.forEach(function (j) { total += Math.max(size[j], 1); });
-    var x = 0, vmax = F.heat_max[i];
-    ctx.clearRect(0, 0, w, h);
-    idx.forEach(function (j) {
-      var cw = (Math.max(size[j], 1) / total) * w;
-      ctx.fillStyle = fill(heat[j], vmax);
-      ctx.fillRect(x, 0, Math.max(cw, 1), h);
-      x += cw;
+    var vmax = F.heat_max[i], stops = [], x = 0, px = -1, hot = -1, from = 0;
+    function flush(to) {
+      if (hot < 0) return;
+      var c = fill(hot, vmax);
+      stops.push(c + " " + from.toFixed(2) + "% " + to.toFixed(2) + "%");
+    }
+    idx.forEach(function (k) {
+      var start = (100 * x) / total;
+      x += Math.max(size[k], 1);
+      var cell = Math.floor((start / 100) * STRIP_PX);
+      if (cell !== px) { flush(start); px = cell; hot = heat[k]; from = start; }
+      else hot = Math.max(hot, heat[k]);
     });
+    flush(100);
+    return (GRADIENTS[i] = stops.length ? "linear-gradient(to right," + stops.join(",") + ")" : "none");
   }
   function stripLabel(i) {
     return F.blocks[i] + " blocks in address order, hottest " + num(F.heat_max[i]) + " " + D.heat.metric;
@@ -241,18 +256,13 @@
         }).join("") + "</tr>");
     }
     this.tbody.innerHTML = html.join("");
-    this.status.textContent = "showing " + upto.toLocaleString("en-US") + " of " +
-      this.view.length.toLocaleString("en-US") + (this.view.length !== this.n ? " matching (" +
-      this.n.toLocaleString("en-US") + " in all)" : "");
+    this.status.textContent = "showing " + num(upto) + " of " + num(this.view.length) +
+      (this.view.length !== this.n ? " matching (" + num(this.n) + " in all)" : "");
     this.more.hidden = upto >= this.view.length;
     if (this.opts.after) this.opts.after(this.tbody);
   };
 
   var stripsReady = null;
-  function drawStrips(tbody) {
-    if (!stripsReady) return;
-    tbody.querySelectorAll("canvas.strip").forEach(function (c) { strip(c, stripsReady, +c.dataset.i); });
-  }
   var fnCols = [
     { key: "rank", label: "#", num: true, sort: function (i) { return i; }, cell: function (i) { return String(i + 1); } },
     { key: "name", label: "function", cls: "name", sort: function (i) { return F.name[i]; },
@@ -268,8 +278,8 @@
     { key: "address", label: "address", num: true, sort: function (i) { return F.address[i]; }, cell: function (i) { return hex(F.address[i]); } },
     { key: "strip", label: "heat by " + esc(D.heat.metric) + ", blocks in address order",
       cell: function (i) {
-        return '<canvas class="strip" width="180" height="14" data-i="' + i + '" role="img" aria-label="' +
-          esc(stripLabel(i)) + '"></canvas>';
+        return '<span class="strip" role="img" aria-label="' + esc(stripLabel(i)) + '"' +
+          (stripsReady ? ' style="background:' + gradient(stripsReady, i) + '"' : "") + "></span>";
       } });
 
   var t0 = performance.now();
@@ -277,8 +287,9 @@
     id: "fn-rows", n: N, columns: fnCols, name: function (i) { return F.name[i]; },
     caption: "Functions with samples or counts, hottest first; sort by a column header, " +
       "open a function with Enter or a click",
-    open: function (i) { location.hash = "fn=" + i; }, after: drawStrips });
+    open: function (i) { location.hash = "fn=" + i; } });
   BB.timings.table = performance.now() - t0;
+  BB.timings.tableShown = performance.now();  // since navigation started
 
   // ------------------------------------------------------------------ layout table
   var L = D.layout && D.layout.rows, LN = L ? L.name.length : 0, layoutOfFn = {};
@@ -447,7 +458,7 @@
       setTimeout(function () {
         detail().then(function (det) {
           stripsReady = det;
-          drawStrips(BB.functions.tbody);
+          BB.functions.render();
           route();
           resolve(det);
         });
