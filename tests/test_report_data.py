@@ -222,3 +222,24 @@ def test_usage_and_nothing_mapped(tmp_path: Path) -> None:
     code, _, err = cli("report", perf, binary, "--pid", "1", "-o", str(keep))
     assert code == 1 and "nothing" in err
     assert keep.read_text() == "previous"
+
+
+def test_from_a_parquet_aggregate(tmp_path: Path) -> None:
+    """An aggregate is an input like perf.data: the page equals annotate's JSON of it."""
+    pytest.importorskip("pyarrow")
+    from bbmap.outputs.report_html import function_json, read_report
+
+    perf, binary = DEMO
+    if not os.path.exists(perf):
+        pytest.skip("demo profile absent")
+    agg = tmp_path / "demo.parquet"
+    assert cli("annotate", perf, binary, "--format", "aggregate", "-o", str(agg))[0] == 0
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", str(agg), binary, "-o", str(out))
+    assert code == 0, err
+    code, js, err = cli("annotate", str(agg), binary, "--format", "json")
+    doc = json.loads(js)
+    page, detail, _ = read_report(out.read_bytes())
+    assert page["run"] == {k: v for k, v in doc.items() if k != "functions"}
+    assert [function_json(page, detail, i) for i in range(len(doc["functions"]))] == \
+        doc["functions"]
