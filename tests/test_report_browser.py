@@ -119,7 +119,7 @@ def wait_for_function(driver, i: int) -> None:  # noqa: ANN001
 
     WebDriverWait(driver, 10).until(lambda d: d.execute_script(
         "var v = document.getElementById('function'); return !v.hidden && v.dataset.fn === "
-        "String(arguments[0]) && (!BB.data.functions.picture[arguments[0]] || "
+        "String(arguments[0]) && (!BB.pictured(arguments[0]) || "
         "!!(document.getElementById('fn-picture').shadowRoot || {}).firstElementChild);", i))
 
 
@@ -131,7 +131,7 @@ def test_table_and_decoded_functions_equal_the_json(browser, pages: dict, name: 
     total = doc["totals"]["samples"]
     keys = header_keys(browser, "fn-rows")
     rows = table_rows(browser, "fn-rows")
-    assert len(rows) == min(100, len(fns))
+    assert len(rows) == min(50, len(fns))
     for i, row in enumerate(rows):
         cell = dict(zip(keys, row))
         fn = fns[i]
@@ -246,7 +246,7 @@ def test_layout_view_equals_layout_json(browser, pages: dict) -> None:
     load(browser, html)
     keys = header_keys(browser, "layout-rows")
     rows = table_rows(browser, "layout-rows")
-    assert len(rows) == min(100, len(lay["functions"]))
+    assert len(rows) == min(50, len(lay["functions"]))
     for row, f in zip(rows, lay["functions"]):
         cell = dict(zip(keys, row))
         assert cell["name"] == f["name"]

@@ -87,7 +87,7 @@ def test_every_number_equals_annotate_json(perf: str, binary: str) -> None:
     # pictures: the hottest functions with blocks, each the SVG `bbmap cfg` draws for it
     with_blocks = [i for i, fn in enumerate(fns) if fn["blocks"]][:50]
     assert sorted(map(int, pictures)) == with_blocks
-    assert f["picture"] == [i in with_blocks for i in range(len(fns))]
+    assert f["pictured"] == with_blocks
     for i in with_blocks[:3]:
         assert pictures[str(i)].startswith("<svg ") and fns[i]["name"].split("(")[0] in \
             pictures[str(i)]

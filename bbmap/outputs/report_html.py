@@ -104,8 +104,6 @@ def report_data(result: AnnotateResult, *, plan: Any = None, verdicts: Any = Non
         drawn = function_svgs(result, [keys[i] for i in with_blocks], range_labels=range_labels)
         svgs = {str(i): s for i, s in zip(with_blocks, drawn) if s}
     ft = result.functions
-    picture = np.zeros(n, bool)
-    picture[[int(i) for i in svgs]] = True
     table = {
         "name": [ft.names[k] for k in keys],
         "address": [int(ft.address[k]) for k in keys],
@@ -113,7 +111,7 @@ def report_data(result: AnnotateResult, *, plan: Any = None, verdicts: Any = Non
         "period": result.func_period[t.keys].tolist(),
         "count": t.entry_count.tolist(), "blocks": nblocks.tolist(),
         "edges": np.diff(t.edge_ptr).tolist(), "heat_max": hmax.tolist(),
-        "picture": picture.tolist(), "extra": {},
+        "pictured": sorted(int(i) for i in svgs), "extra": {},
     }
     page = {
         "format_version": REPORT_FORMAT_VERSION,

@@ -9,8 +9,11 @@
   var N = F.name.length;
   var TOTAL = D.run.totals.samples;
   var COUNTS = D.run.count_source === "lbr" || D.run.count_source === "inferred";
-  var PAGE = 100;
+  var PAGE = 50;  // rows rendered at a time: a sort or a filter re-renders this many
   var BB = (window.BB = { data: D, timings: {}, ready: null });
+  var PICTURED = {};
+  F.pictured.forEach(function (i) { PICTURED[i] = true; });
+  BB.pictured = function (i) { return !!PICTURED[i]; };
 
   // ------------------------------------------------------------------ formatting
   function esc(s) {
@@ -221,12 +224,8 @@
     var c = this.column(key);
     if (dir === undefined) dir = this.sortKey === key ? -this.dir : (c.num ? -1 : 1);
     this.sortKey = key; this.dir = dir;
-    var vals = new Array(this.n);
-    for (var i = 0; i < this.n; i++) vals[i] = c.sort(i);
-    var cmp = c.num
-      ? function (a, b) { return (vals[a] - vals[b]) * dir || a - b; }
-      : function (a, b) { return (vals[a] < vals[b] ? -1 : vals[a] > vals[b] ? 1 : 0) * dir || a - b; };
-    this.order.sort(cmp);
+    var vals = this.keysOf(c);
+    this.order.sort(function (a, b) { return (vals[a] - vals[b]) * dir || a - b; });
     var self = this;
     this.box.querySelectorAll("th").forEach(function (th) {
       if (th.dataset.key === key) th.setAttribute("aria-sort", dir > 0 ? "ascending" : "descending");
@@ -235,6 +234,21 @@
     this.applyFilter();
     this.shown = PAGE;
     self.render();
+  };
+  // a column's sort keys as numbers, made once (a text column: each row's rank in one
+  // sort of the texts), so every later sort compares numbers
+  Table.prototype.keysOf = function (c) {
+    this.keys = this.keys || {};
+    if (this.keys[c.key]) return this.keys[c.key];
+    var n = this.n, vals = new Float64Array(n), i;
+    if (c.num) for (i = 0; i < n; i++) vals[i] = c.sort(i);
+    else {
+      var text = new Array(n), idx = new Array(n);
+      for (i = 0; i < n; i++) { text[i] = c.sort(i); idx[i] = i; }
+      idx.sort(function (a, b) { return text[a] < text[b] ? -1 : text[a] > text[b] ? 1 : 0; });
+      for (i = 0; i < n; i++) vals[idx[i]] = i > 0 && text[idx[i]] === text[idx[i - 1]] ? vals[idx[i - 1]] : i;
+    }
+    return (this.keys[c.key] = vals);
   };
   Table.prototype.filter = function (text) {
     this.text = text.toLowerCase();
@@ -370,7 +384,8 @@
         (blocks.length && blocks[0].interval ? "; the interval columns give each count's range." : ".") + "</p>");
     }
     h.push("<h3>Heat of its blocks in address order</h3>", heatKey(vmax), cells(byAddr, vmax, metric));
-    h.push('<h3>CFG</h3><div class="picture" id="fn-picture">' + (F.picture[i] ? "drawing\u2026" :
+    h.push('<h3>CFG</h3><div class="picture" id="fn-picture">' + (PICTURED[i] ? "drawing\u2026" : !F.blocks[i] ?
+      "<p>No block map covers this function (was it compiled with -fbasic-block-address-map?).</p>" :
       '<p>CFG pictures are embedded for the ' + D.pictures + " hottest functions; draw this one with " +
       "<code>bbmap cfg PERF_DATA BINARY --function '" + esc(F.name[i]) + "' -o cfg.svg</code>.</p>") + "</div>");
     var li = layoutOfFn[i];
@@ -436,7 +451,7 @@
       }), "fn-ranges") + "</div></div>");
     view.innerHTML = h.join("");
     view.dataset.fn = i;
-    if (F.picture[i]) {
+    if (PICTURED[i]) {
       return pictures().then(function (pics) {
         var host = document.getElementById("fn-picture");
         host.textContent = "";
