@@ -141,6 +141,7 @@ SUBCOMMANDS = {
     "lookup": "bbmap.cli.lookup",
     "merge": "bbmap.cli.merge",
     "perf-info": "bbmap.cli.perf_info",
+    "report": "bbmap.cli.report",
     "verify": "bbmap.cli.verify",
 }
 

@@ -15,10 +15,11 @@ Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 def output_option(*, required: bool = False) -> Decorator:
     """``-o/--output FILE``: written atomically (``bbmap.atomic``), never over an input."""
+    if required:  # no default: click 8.5 lets `default=None, required=True` pass as None
+        return click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
+                            help="write here (atomically)")
     return click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-                        required=required,
-                        help="write here (atomically)" if required
-                        else "write here (atomically) instead of stdout")
+                        help="write here (atomically) instead of stdout")
 
 
 def debug_dir_option() -> Decorator:

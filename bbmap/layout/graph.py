@@ -99,13 +99,14 @@ def count_source(result: AnnotateResult) -> str:
     return "lbr" if result.has_lbr else "none"
 
 
-def build_program_cfg(result: AnnotateResult) -> ProgramCFG:
-    """The CFG of every hot function of ``result`` (see the module docstring)."""
+def build_program_cfg(result: AnnotateResult, top: int | None = None) -> ProgramCFG:
+    """The CFG of every hot function of ``result`` (see the module docstring), or of the
+    hottest ``top`` of them (``AnnotateResult.hot_keys``' order)."""
     src = count_source(result)
     counted = src in ("lbr", "inferred")
     m = result.block_map
     ft = result.functions
-    fvs = sorted(result.hot_functions(), key=lambda fv: (fv.address, fv.key))
+    fvs = sorted(result.hot_functions(top), key=lambda fv: (fv.address, fv.key))
     B = m.num_blocks
     node_fn = np.full(B, -1, np.int64)  # global block -> index in `functions` (if laid out)
     node_local = np.zeros(B, np.int64)
