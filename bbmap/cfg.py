@@ -127,6 +127,13 @@ class CFG:
     # CHEAP_UNKNOWN (no instruction at the block start: decode the text to tell)
     first_cheap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
     describe_row: Callable[[int], str] | None = None
+    # a conditional branch out of the function (``jns other_fn``: a conditional tail call,
+    # alone or before a trailing ``jmp``): flow may leave the block although it has
+    # successors (inference marks it an exit)
+    cond_exit: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    # blocks ending ``jcc A; jmp B``: the address of the trailing ``jmp`` (0 elsewhere).  It
+    # runs only when the jcc falls through, so it is no part of every execution's cost
+    trail_jump: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
 
     @property
     def num_blocks(self) -> int:
@@ -304,6 +311,9 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
     tblock2[has_t2] = targets.lookup(key_sec[has_t2], tgt2[has_t2].astype(np.uint64))
     tblock2[has_t2] = np.where(bfunc[np.maximum(tblock2[has_t2], 0)] == bfunc[has_t2],
                                tblock2[has_t2], -1)
+    two_out = two & (tblock2 < 0)  # ``jcc other_fn; jmp B``: the jcc leaves the function
+    trail_jump = np.zeros(B, np.uint64)
+    trail_jump[two] = code.start[last[two]]
     same = np.zeros(B, bool)
     same[has_t] = (tblock[has_t] >= 0) & (bfunc[np.maximum(tblock[has_t], 0)] == bfunc[has_t])
     entry_of = np.full(m.num_functions, -1, np.int64)
@@ -416,7 +426,8 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
                call_block=call_block, call_addr=code.start[ci], call_target=call_target,
                call_func=cfun, tail_block=tail, tail_func=tail_func, jump_tables=tables,
                notes=notes, first_size=first_size, first_kind=first_kind,
-               first_row=first_row, first_cheap=first_cheap, describe_row=code.describe)
+               first_row=first_row, first_cheap=first_cheap, describe_row=code.describe,
+               cond_exit=(term == T_COND_TAIL_CALL) | two_out, trail_jump=trail_jump)
 
 
 def _span(m: BlockMap, f: int) -> tuple[int, int]:

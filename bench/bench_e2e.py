@@ -23,6 +23,13 @@ Prints one table per program and writes everything as JSON.
 
     python bench/bench_e2e.py [--programs sqlite,zstd] [--cache DIR] [--workdir DIR]
                               [--json FILE] [--runs 10] [--nice 10] [--rows R,...] [--smoke]
+                              [--precise] [--profiles-only]
+
+``--precise``: also a precise instruction-sample profile of the profiling input
+(``instructions:upp``, corpus/tools/precise.py, with the run's exact counts), in the
+profile directory beside the LBR one; ``--profiles-only``: stop once the baseline's profiles
+are taken.  The program directory links its profiles (``lbr``, ``ip.perf.data``,
+``precise``), so ``bench_inference.py --e2e DIR`` reads them.
 
 ``--smoke``: zstd only, tiny inputs, baseline/bbmap/BOLT from the LBR profile, 3 timed runs
 (tests/test_e2e_smoke.py).  Tools it
@@ -91,6 +98,29 @@ class Clock:
         return round(time.monotonic() - self.t0, 1)
 
 
+def precise_profile(prog: Program, base: Path, argv: list[str], golden: Path, pdir: Path,
+                    w: Path, res: dict[str, Any], clock: Clock) -> dict[str, Any]:
+    """``pdir/precise``: precise instruction samples of the profiling input, about
+    ``prog.precise_samples`` in the binary (the period from the LBR trace's instructions in
+    the binary), reused while generator and period are unchanged."""
+    every = max(2, res["lbr"]["instructions_in_binary"] // prog.precise_samples)
+    out = pdir / "precise"
+    key = pl.precise_key(every)
+    proved = out / "proved"
+    if proved.exists() and proved.read_text().split("\n", 1)[0] == key:
+        info = json.loads((out / "precise-info.json").read_text())
+        info["reused"] = True
+        return info
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.monotonic()
+    info = clock.step(f"{prog.name}: precise instruction samples (valgrind lackey)",
+                      pl.record_precise, base, argv, golden, out, w / "lbr-work", every)
+    info["seconds"] = round(time.monotonic() - t, 1)
+    (out / "precise-info.json").write_text(json.dumps(info, indent=1) + "\n")
+    proved.write_text(f"{key}\nperf script and precise.py --check agreed\n")
+    return info
+
+
 def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argparse.Namespace,
                 clock: Clock) -> dict[str, Any]:
     root = roots[prog.source.package]
@@ -150,6 +180,14 @@ def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argpars
         res["skipped"]["ip"] = "perf is not installed"
     if ip_perf.exists():
         res["ip"] = pl.ip_info(ip_perf)
+    if args.precise:
+        res["precise"] = precise_profile(prog, base, prof_argv, golden, pdir, w, res, clock)
+    # the program directory shows its profiles (bench_inference.py --e2e DIR reads them)
+    for name in ("lbr", "ip.perf.data", "precise"):
+        if (pdir / name).exists():
+            (w / name).symlink_to(pdir / name)
+    if args.profiles_only:
+        return res
 
     # bbmap builds
     layouts = {}
@@ -344,6 +382,22 @@ def table(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def profiles_text(res: dict[str, Any]) -> str:
+    """The profiles of one program (``--profiles-only``)."""
+    lines = [f"{res['program']}: profiles in {res['profiles']['dir']}"]
+    if "lbr" in res:
+        lines.append(f"  LBR: {res['lbr']['samples']:,} stacks, "
+                     f"{res['lbr'].get('instructions_in_binary', 0):,} instructions in the "
+                     "binary")
+    if "ip" in res:
+        lines.append(f"  IP: {res['ip']['samples']:,} samples")
+    if p := res.get("precise"):
+        lines.append(f"  precise ({p['event']}, every {p['every']:,}): {p['samples']:,} "
+                     f"samples, {p['samples_in_binary']:,} in the binary"
+                     + (" (reused)" if p.get("reused") else f", {p['seconds']} s"))
+    return "\n".join(lines)
+
+
 def markdown(res: dict[str, Any]) -> str:
     """The table of one program as Markdown (spec/e2e.md's "Latest figures")."""
     b, ch = res["builds"], res["summary"]["change"]
@@ -383,6 +437,11 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--fresh", action="store_true",
                     help="take the profiles again even when the cached ones still apply")
+    ap.add_argument("--precise", action="store_true",
+                    help="also a precise instruction-sample profile of the profiling input "
+                         "(corpus/tools/precise.py, ~Program.precise_samples in the binary)")
+    ap.add_argument("--profiles-only", action="store_true",
+                    help="stop after the baseline and its profiles (no layouts, no measures)")
     ap.add_argument("--markdown", type=Path, default=None, metavar="RESULTS_JSON",
                     help="print the tables of an earlier run's JSON as Markdown, run nothing")
     args = ap.parse_args()
@@ -424,7 +483,8 @@ def main() -> int:
         roots = clock.step("fetch sources", pl.fetch_all, cache)
         for n in names:
             doc["programs"][n] = run_program(PROGRAMS[n], roots, work, args, clock)
-            print(table(doc["programs"][n]), flush=True)
+            print(profiles_text(doc["programs"][n]) if args.profiles_only
+                  else table(doc["programs"][n]), flush=True)
     except pl.StepError as e:
         print(f"bench_e2e: {e}", file=sys.stderr)
         return 1

@@ -12,6 +12,13 @@ scales the estimate to the exact total) for block counts and for CFG edge counts
 * inferred: bbmap's min-cost-flow inference (``bbmap.inference``), per sample model;
 * lbr: the LBR profile of the same run (``corpus/lbr/<case>``), bbmap's LBR counts.
 
+Then the precise instruction-sample profiles (``precise_profiles``: ``instructions:upp``,
+one sample every ~250 retired instructions, no skid, ~20,000 samples in the binary, made by
+``corpus/tools/precise.py`` from a valgrind trace whose ``exact-counts.json`` is the truth;
+and a bench_e2e program directory's ``precise/``): the same errors for naive, for
+``bbmap.annotate(..., inference="on")`` with its default options (whatever sample model the
+library picks for the event, named in the table) and for the LBR profile of the same run.
+
 Speed (``--speed``): inference for every function with samples of the 20,000-function
 binary of bench_annotate.py (built and recorded there, cached in its work directory),
 each solver, one network for all functions vs one solver call per function.
@@ -44,7 +51,14 @@ E2E_DEFAULT = "/work/cache/e2e/run-zstd/zstd"  # bench_e2e.py's zstd work direct
 
 # ----------------------------------------------------------------------------- truth
 def truth_of(exact: dict, cfg) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
-    """(executions per block, -1 where unknown; exact count per CFG edge (u, v))."""
+    """(executions per block, -1 where unknown; exact count per CFG edge (u, v)).
+
+    A taken edge's count is the exact count of that branch.  A fall-through's is the
+    block's executions less every taken branch out of the block, whatever its target: a
+    conditional tail call (``jns other_function``) leaves the function, and a jump to the
+    function's own entry leaves the block, without falling through.  Calls are not
+    subtracted: they return into the block.
+    """
     m = cfg.block_map
     start = cfg.block_start
     nonempty = m.block_size > 0
@@ -71,25 +85,28 @@ def truth_of(exact: dict, cfg) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
             k -= 1
         return int(order[k]) if k >= 0 else -1
 
+    calls = set(cfg.call_addr.tolist())
     taken: dict[tuple[int, int], int] = {}
-    out_in_func: dict[int, int] = {}
+    out_of_block: dict[int, int] = {}
     for e in exact["edges"]:
         f, t = int(e["from"], 16), int(e["to"], 16)
         u = block_of(f)
+        if u < 0 or f in calls:
+            continue
+        out_of_block[u] = out_of_block.get(u, 0) + e["count"]
         v = by_addr.get(t, -1)
-        if u < 0 or v < 0 or cfg.block_func[u] != cfg.block_func[v]:
+        if v < 0 or cfg.block_func[u] != cfg.block_func[v]:
             continue
         # a branch to the entry of its own function is a (recursive) call, not a CFG edge
         if v == m.function_blocks(int(cfg.block_func[v])).start:
             continue
         taken[(u, v)] = taken.get((u, v), 0) + e["count"]
-        out_in_func[u] = out_in_func.get(u, 0) + e["count"]
     src, dst, kind = cfg.edges()
     et: dict[tuple[int, int], int] = {}
     for u, v, k in zip(src.tolist(), dst.tolist(), kind.tolist()):
         if k == S_FALLTHROUGH:
             if bt[u] >= 0:
-                et[(u, v)] = max(int(bt[u]) - out_in_func.get(u, 0), 0)
+                et[(u, v)] = max(int(bt[u]) - out_of_block.get(u, 0), 0)
         else:
             et[(u, v)] = taken.get((u, v), 0)
     return bt, et
@@ -225,6 +242,75 @@ def print_accuracy(rows: list[dict]) -> None:
                   (f", samples {q['skid']}" if "skid" in q else ""))
 
 
+# ----------------------------------------------------------------------------- precise
+def precise_cases(e2e_dirs: list[str]) -> list[dict]:
+    """The corpus's precise profiles, then ``DIR/precise/{perf.data,exact-counts.json}`` of
+    each bench_e2e program directory (beside its ``baseline`` and ``lbr/perf.data``)."""
+    man = _json(os.path.join(CORPUS, "manifest.json"))
+    bins = {b["name"]: os.path.join(CORPUS, b["path"]) for b in man["binaries"]}
+    lbrs = {p["name"]: p for p in man["profiles"] if "lbr" in p.get("kinds", [])}
+    out = []
+    for p in man.get("precise_profiles", []):
+        lbr = lbrs.get(p["lbr_case"])
+        out.append({"name": p["name"], "binary": bins[p["binaries"][0]],
+                    "perf": os.path.join(CORPUS, p["path"]),
+                    "exact": os.path.join(CORPUS, p["exact_counts"]),
+                    "lbr": os.path.join(CORPUS, lbr["path"]) if lbr else None})
+    for d in e2e_dirs:
+        perf = os.path.join(d, "precise", "perf.data")
+        if os.path.exists(perf):
+            lbr = os.path.join(d, "lbr", "perf.data")
+            out.append({"name": os.path.basename(os.path.normpath(d)) + "-precise",
+                        "binary": os.path.join(d, "baseline"), "perf": perf,
+                        "exact": os.path.join(d, "precise", "exact-counts.json"),
+                        "lbr": lbr if os.path.exists(lbr) else None})
+    return out
+
+
+def precise_accuracy(e2e_dirs: list[str] = ()) -> list[dict]:
+    """Block / edge errors on the precise profiles: naive (samples over instructions, no
+    flow), what ``annotate`` infers by default, and LBR counts of the same run."""
+    rows = []
+    for case in precise_cases(list(e2e_dirs)):
+        binary = case["binary"]
+        cfg = recover_cfg(load_binary(binary))
+        bt, et = truth_of(_json(case["exact"]), cfg)
+        t = time.perf_counter()
+        res = annotate([case["perf"]], binary, inference="on")
+        secs = time.perf_counter() - t
+        inf = res.inference or {}
+        row = {"program": case["name"], "samples_in_blocks": int(res.block_samples.sum()),
+               "model": inf.get("sample_model", "?"), "seconds": secs}
+        w = res.block_samples / np.maximum(cfg.n_insn, 1)
+        row["naive"] = (weighted_error(w, bt), weighted_error(naive_edges(w, cfg), et))
+        row["annotate"] = (
+            weighted_error(res.block_count, bt),
+            weighted_error(edges_dict(res.edge_from, res.edge_to, res.edge_count), et))
+        if case["lbr"] is not None:
+            lres = annotate([case["lbr"]], binary)
+            same = lres.edge_kind >= 0
+            row["lbr"] = (weighted_error(lres.block_count, bt),
+                          weighted_error(edges_dict(lres.edge_from[same], lres.edge_to[same],
+                                                    lres.edge_count[same]), et))
+        rows.append(row)
+    return rows
+
+
+def print_precise(rows: list[dict]) -> None:
+    if not rows:
+        return
+    print("\nprecise instruction samples (instructions:upp, no skid): weighted error "
+          "(block / edge) against the same run's exact counts")
+    cols = ["naive", "annotate", "lbr"]
+    print(f"{'program':32s} {'samples':>8s} {'model':>10s} "
+          + " ".join(f"{c:>20s}" for c in cols) + f" {'annotate s':>10s}")
+    for r in rows:
+        cells = " ".join(f"{100 * r[c][0]:8.1f}% / {100 * r[c][1]:6.1f}%" if c in r
+                         else f"{'-':>20s}" for c in cols)
+        print(f"{r['program']:32s} {r['samples_in_blocks']:8d} {r['model']:>10s} {cells} "
+              f"{r['seconds']:10.2f}")
+
+
 # ----------------------------------------------------------------------------- speed
 def speed(workdir: str, solvers: list[str]) -> None:
     sys.path.insert(0, HERE)
@@ -268,6 +354,7 @@ def main() -> None:
     e2e = args.e2e if args.e2e is not None else \
         [E2E_DEFAULT] if os.path.isdir(E2E_DEFAULT) else []
     print_accuracy(accuracy(args.models.split(","), args.solver, e2e))
+    print_precise(precise_accuracy(e2e))
     if args.speed:
         speed(args.workdir, args.solvers.split(","))
 

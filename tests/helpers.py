@@ -469,3 +469,32 @@ def perf2bolt_tally(log: str, what: str) -> int:
     m = re.search(rf"{what}: (\d+)", log)
     assert m, f"perf2bolt printed no '{what}'"
     return int(m.group(1))
+
+
+# ============================================================== a real browser
+def chromium_driver(width: int = 1400, height: int = 1000):  # noqa: ANN201 - (driver | None, why)
+    """A headless Chromium (Debian's ``chromium`` and ``chromedriver``, found on PATH or
+    named by ``BBMAP_CHROMIUM`` / ``BBMAP_CHROMEDRIVER``) under selenium, logging the
+    page's console; or ``(None, reason)`` when either is missing (no browser is
+    downloaded)."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        return None, "selenium is not installed (pip install -e '.[test]')"
+    browser = os.environ.get("BBMAP_CHROMIUM") or shutil.which("chromium") or shutil.which(
+        "chromium-browser")
+    driver = os.environ.get("BBMAP_CHROMEDRIVER") or shutil.which("chromedriver")
+    if not browser or not driver:
+        return None, "no chromium / chromedriver (apt-get install chromium chromium-driver)"
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = browser
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--force-device-scale-factor=1", f"--window-size={width},{height}",
+              "--allow-file-access-from-files"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    try:
+        return webdriver.Chrome(service=Service(driver), options=opts), ""
+    except Exception as e:  # noqa: BLE001 - a browser that cannot start is a skip reason
+        return None, f"chromium did not start: {str(e).splitlines()[0]}"

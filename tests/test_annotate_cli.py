@@ -63,7 +63,8 @@ def test_csv_and_cluster_formats():
     code, out, _ = run(PROF, BIN, "--format", "propeller", "--cluster-version", "0")
     assert code == 0 and "!lay_insertion" in out and "!!0 " in out
     code, out, _ = run(PROF, BIN, "--format", "symorder")
-    assert code == 0 and out.splitlines()[0] == "lay_insertion"
+    # call-chain order: the inferred calls chain main to its callees, the hottest in it
+    assert code == 0 and {"main", "lay_insertion"} <= set(out.splitlines())
 
 
 @have_corpus

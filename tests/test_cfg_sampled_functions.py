@@ -32,10 +32,13 @@ def test_sampled_only_cfg_gives_the_same_counts(perf: str, binary: str) -> None:
     full = infer_counts(recover_cfg(b, r.block_map), r.block_samples)
     part_cfg = recover_cfg(b, r.block_map, functions=fs)
     part = infer_counts(part_cfg, r.block_samples)
-    for f in ("block_count", "edge_from", "edge_to", "edge_fallthrough", "edge_count"):
+    for f in ("block_count", "edge_from", "edge_to", "edge_fallthrough", "edge_count",
+              "block_low", "block_high", "edge_low", "edge_high"):
         assert np.array_equal(getattr(full, f), getattr(part, f)), f
-    full_calls = _inferred_calls(recover_cfg(b, r.block_map), full.block_count)
-    for x, y in zip(full_calls, _inferred_calls(part_cfg, part.block_count)):
+    full_calls = _inferred_calls(recover_cfg(b, r.block_map), full.block_count,
+                                 full.block_low, full.block_high)
+    for x, y in zip(full_calls, _inferred_calls(part_cfg, part.block_count, part.block_low,
+                                                part.block_high)):
         assert np.array_equal(x, y)  # the call edges from samples, too
     out = ~np.isin(part_cfg.block_func, fs)
     assert not part_cfg.n_insn[out].any()  # not disassembled

@@ -172,3 +172,44 @@ def test_every_attr_size_reads(tmp_path, attr_size):
     assert rows == [(9, 9, 77, 0x1234)]
     if attr_size <= 128 and oracle.have_perf():
         assert oracle.script_samples(str(path)) == rows
+
+
+@pytest.mark.parametrize("name, precise, excluded", [
+    ("instructions:upp", 2, True), ("cycles:u", 0, True), ("cpu-clock", 0, False),
+    ("instructions:ppp", 3, False), ("cycles:ukp", 1, False),
+    ("cpu/event=0xc0,umask=0x1/", 0, False)])
+def test_event_modifiers_set_the_attr(tmp_path, name, precise, excluded):
+    """The attr flags follow the event name's modifiers as ``perf record -e`` sets them."""
+    path = tmp_path / "m.data"
+    _write(path, [{"ip": 0x401000, "pid": 7, "tid": 7, "time": 1}], event_name=name)
+    p = PerfData(path)
+    p.read_all()
+    flags = p.attrs[0].flags
+    assert p.attrs[0].name == name
+    assert (flags >> 15) & 3 == precise
+    assert bool(flags & fmt.F_EXCLUDE_KERNEL) == bool(flags & fmt.F_EXCLUDE_HV) == excluded
+
+
+def test_precise_ip_out_of_range_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="precise_ip 4"):
+        PerfWriter(tmp_path / "x.data", precise_ip=4)
+
+
+@needs_perf
+def test_perf_reads_a_precise_instructions_attr(tmp_path):
+    """What ``perf record -e instructions:upp -c 10007`` writes (PERF_TYPE_HARDWARE,
+    PERF_COUNT_HW_INSTRUCTIONS, a fixed period, no PERIOD in the samples): perf's own
+    ``evlist -v`` and ``script`` read the attr and event name back."""
+    path = str(tmp_path / "i.data")
+    samples = [{"ip": 0x401000 + 4 * i, "pid": 7, "tid": 7, "time": 10 + i} for i in range(5)]
+    _write(path, samples, event_name="instructions:upp", attr_type=0, config=1,
+           sample_period=10007, sample_type=fmt.S_IP | fmt.S_TID | fmt.S_TIME)
+    evlist = oracle._run(["evlist", "-v", "-i", path])
+    assert evlist.startswith("instructions:upp: size: ")  # perf omits type 0 (hardware)
+    for field in ("config: 0x1", "sample_period, sample_freq }: 10007",
+                  "sample_type: IP|TID|TIME,", "exclude_kernel: 1", "exclude_hv: 1",
+                  "precise_ip: 2"):
+        assert field in evlist, (field, evlist)
+    script = oracle._run(["script", "-i", path, "-F", "event,ip"]).split()
+    assert script[0::2] == ["instructions:upp:"] * 5
+    assert [int(x, 16) for x in script[1::2]] == [s["ip"] for s in samples]

@@ -239,7 +239,7 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
              pid: int | None = None, demangle: bool = True,
              debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
              chunk_samples: int = 65536, progress: ProgressFn | None = None,
-             inference: str = "auto", solver: str = "auto",
+             inference: str = "auto", solver: str = "auto", sample_model: str = "auto",
              cluster_stats: bool = False, keep_going: bool = False,
              addresses: bool = False, address_only: bool = False,
              force: bool = False, event: str | None = None,
@@ -268,21 +268,21 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
     (``bbmap.binary.disasm_cache``; the CLI's default) instead of sweeping it every time.
     """
     paths = expand_inputs(perf_paths)
+    optional = False
     if not addresses and inference != "off":
-        # inference's skid model reads the IP histogram (spec/inference.md); with an
-        # aggregate file among the inputs it is not asked for (an aggregate made without
-        # it would be refused), and inference uses the insn model
-        from bbmap.aggregate import store
-
-        addresses = not any(store.is_aggregate(p) for p in paths)
+        # inference's sample models read the IP histogram (spec/inference.md); aggregates
+        # carry it when they were made with it (fleet, merge, annotate -f aggregate), and
+        # one made without it makes inference fall back to the insn model, not fail
+        addresses = optional = True
     session = Session(binary, name_override=name_override, pid=pid, demangle=demangle,
                       debug_dirs=debug_dirs, drop_duplicate_newest=drop_duplicate_newest,
                       chunk_samples=chunk_samples, cluster_stats=cluster_stats,
                       keep_going=keep_going, addresses=addresses,
-                      address_only=address_only, event=event)
+                      address_only=address_only, event=event,
+                      addresses_optional=optional)
     session.add_all(paths, progress=progress)
     return session.result(inference=inference, solver=solver, force=force,
-                          disasm_cache=disasm_cache)
+                          disasm_cache=disasm_cache, sample_model=sample_model)
 
 
 class Session:
@@ -301,7 +301,7 @@ class Session:
                  chunk_samples: int = 65536, cluster_stats: bool = False,
                  keep_going: bool = False, hash_profiles: bool = False,
                  addresses: bool = False, address_only: bool = False,
-                 event: str | None = None) -> None:
+                 event: str | None = None, addresses_optional: bool = False) -> None:
         from bbmap.binary import load_binary
         from bbmap.index import BlockIndex
 
@@ -312,6 +312,9 @@ class Session:
         self.event = event  # --event NAME: only that event's samples (profile.EventPicker)
         self.keep_going = keep_going
         self.hash_profiles = hash_profiles  # size + sha256 of each profile (aggregates)
+        # the address aggregates are wanted for inference's sample models only: an
+        # aggregate made without them drops them (the insn model) instead of failing
+        self.addresses_optional = addresses_optional
         self.records: list = []  # bbmap.aggregate.store.ProfileRecord
         self.binary_path = os.fspath(binary)
         self._binary_sha256: str | None = None
@@ -343,6 +346,7 @@ class Session:
         s.chunk_samples, s.keep_going = self.chunk_samples, self.keep_going
         s.event = self.event
         s.hash_profiles = self.hash_profiles
+        s.addresses_optional = self.addresses_optional
         s.records = []
         s.binary_path, s.b, s.index = self.binary_path, self.b, self.index
         s.ann = self.ann.fresh()
@@ -386,6 +390,9 @@ class Session:
     def add_aggregate(self, agg, name: str) -> None:  # noqa: ANN001 - store.Aggregate
         from bbmap.aggregate import store
 
+        if self.ann.addresses is not None and agg.addresses is None and \
+                self.addresses_optional:
+            self.ann.addresses = None  # inference falls back to the insn model (it says so)
         if self.ann.addresses is not None and agg.addresses is None:
             # refuse rather than write a BOLT profile missing this file's branches
             raise BBMapError("this aggregate was made without the instruction-address "
@@ -469,7 +476,8 @@ class Session:
         return store.from_annotator(self.ann, self.records, **self._meta())
 
     def result(self, *, inference: str = "auto", solver: str = "auto",
-               force: bool = False, disasm_cache: bool = False) -> AnnotateResult:
+               force: bool = False, disasm_cache: bool = False,
+               sample_model: str = "auto") -> AnnotateResult:
         """The annotate result: diagnosis, warnings and inferred counts made from the raw
         counts and the per-profile evidence in canonical order."""
         from bbmap.aggregate.identity import ProfiledFile, resolve
@@ -498,7 +506,8 @@ class Session:
                          warnings=warnings)
         res.go_build_id = self.b.go.build_id if self.b.go is not None else None
         check_fit(res, self.b, ann.fit, force=force, matched_by=evidence.matched_by)
-        apply_inference(res, self.b, inference, solver=solver, disasm_cache=disasm_cache)
+        apply_inference(res, self.b, inference, solver=solver, disasm_cache=disasm_cache,
+                        sample_model=sample_model)
         return res
 
 
@@ -558,18 +567,26 @@ def _absorb(evidence: Evidence, d: dict, profiled_file) -> None:  # noqa: ANN001
 
 
 INFERENCE_MODES = ("off", "auto", "on")
+# --sample-model: "auto" (by the event) or a model of bbmap.inference.weights
+SAMPLE_MODEL_CHOICES = ("auto", "precise", "time", "insn")
 
 
 def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: ANN001
-                    *, solver: str = "auto", disasm_cache: bool = False) -> AnnotateResult:
+                    *, solver: str = "auto", disasm_cache: bool = False,
+                    sample_model: str = "auto") -> AnnotateResult:
     """Fill ``block_count`` and the edge columns with counts inferred from the IP samples
     (``count_source = "inferred"``) when ``mode`` is ``on``, or ``auto`` and the result
     has no LBR counts.  Derived data: call it on merged raw counts, never store its output
     as raw counts.  ``binary`` is the :class:`~bbmap.binary.Binary` the result maps to.
-    ``disasm_cache``: use the on-disk disassembly cache (unless ``BBMAP_NO_CACHE``)."""
+    ``disasm_cache``: use the on-disk disassembly cache (unless ``BBMAP_NO_CACHE``).
+    ``sample_model``: ``auto`` (what the samples' event calls for,
+    :mod:`bbmap.inference.events`) or one of ``SAMPLE_MODEL_CHOICES``."""
     if mode not in INFERENCE_MODES:
         raise BBMapError(f"--inference must be one of {', '.join(INFERENCE_MODES)}, "
                          f"not {mode!r}")
+    if sample_model not in SAMPLE_MODEL_CHOICES:
+        raise BBMapError(f"--sample-model must be one of {', '.join(SAMPLE_MODEL_CHOICES)}, "
+                         f"not {sample_model!r}")
     if mode == "off" or (mode == "auto" and res.has_lbr):
         return res
     if not int(res.block_samples.sum()):
@@ -581,6 +598,8 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     from bbmap.aggregate.lbr import K_BRANCH, K_CALL, K_FALLTHROUGH
     from bbmap.cfg import recover_cfg
     from bbmap.inference.counts import infer_counts
+    from bbmap.inference.events import EventModel, profile_model
+    from bbmap.inference.intervals import CONFIDENCE, model_spread
 
     cache = None
     if disasm_cache:
@@ -597,31 +616,55 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
         res.warnings.append(Diagnostic(f"inference: {e}; counts not inferred",
                                        severity="warning"))
         return res
-    # the per-address IP histogram (issue 14's address aggregates) lets the skid model
-    # undo where the interrupt put each sample (spec/inference.md)
+    # the per-address IP histogram (the address aggregates) lets the model credit each
+    # sample to its instruction (spec/inference.md)
     addr = getattr(res, "addresses", None)
     ip = (addr.ip_addr, addr.ip_samples) if addr is not None and len(addr.ip_addr) else None
     if cache is not None:
         res.notices.extend(cache.warnings)
-    inf = infer_counts(cfg, res.block_samples, solver=solver, ip=ip)
+    em = profile_model(sample_events(res))
+    if sample_model != "auto":
+        em = EventModel(em.event, sample_model, em.precise, "chosen with --sample-model")
+    inf = infer_counts(cfg, res.block_samples, solver=solver, ip=ip, model=em.model)
+    used = inf.quality.sample_model
     res.block_count = inf.block_count
-    cf, ct, cc = _inferred_calls(cfg, inf.block_count)
+    cf, ct, cc, clo, chi = _inferred_calls(cfg, inf.block_count, inf.block_low,
+                                           inf.block_high)
     res.edge_from = np.concatenate([inf.edge_from, cf])
     res.edge_to = np.concatenate([inf.edge_to, ct])
     res.edge_kind = np.concatenate([
         np.where(inf.edge_fallthrough, K_FALLTHROUGH, K_BRANCH),
         np.full(len(cf), K_CALL)]).astype(np.int64)
     res.edge_count = np.concatenate([inf.edge_count, cc]).astype(np.int64)
+    res.block_low, res.block_high = inf.block_low, inf.block_high
+    res.edge_low = np.concatenate([inf.edge_low, clo]).astype(np.int64)
+    res.edge_high = np.concatenate([inf.edge_high, chi]).astype(np.int64)
     res.count_source = "inferred"
     res.inference = {"status": "ok", **inf.quality.to_json()}
+    res.sample_model = {**em.to_json(), "model": used,
+                        **({"why": f"{em.why}; without the IP histogram of the samples "
+                                   f"(an aggregate made without it): the {used} model"}
+                           if used != em.model else {}),
+                        "relative": True, "confidence": CONFIDENCE,
+                        "spread": model_spread(used)}
     for attr in ("_cols",):
         if hasattr(res, attr):
             delattr(res, attr)
     return res
 
 
-def _inferred_calls(cfg, block_count: np.ndarray  # noqa: ANN001 - a bbmap.cfg.CFG
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sample_events(res: AnnotateResult) -> list[str]:
+    """Names of the events whose samples were counted: those seen in the binary's samples
+    when the address aggregates are at hand, else every profile's events; perf's
+    ``dummy`` side-band event never has samples."""
+    addr = getattr(res, "addresses", None)
+    names = list(addr.events) if addr is not None and addr.events else \
+        sorted({e for p in res.profiles for e in p.events})
+    return [e for e in names if not e.startswith("dummy")]
+
+
+def _inferred_calls(cfg, block_count: np.ndarray,  # noqa: ANN001 - a bbmap.cfg.CFG
+                    low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, ...]:
     """Call edges (calling block, callee entry block, count) of an IP-only profile: every
     direct call and direct tail call whose callee is in the block map, counted as often as
     its block ran (inferred).  BOLT builds its call graph the same way when a call site has
@@ -639,9 +682,16 @@ def _inferred_calls(cfg, block_count: np.ndarray  # noqa: ANN001 - a bbmap.cfg.C
     pairs, inv = np.unique(np.stack([blk[hot], entry[hot]], axis=1), axis=0,
                            return_inverse=True)
     if not len(pairs):
-        return (np.zeros(0, np.int64),) * 3
-    total = np.bincount(inv.ravel(), weights=cnt[hot], minlength=len(pairs))
-    return pairs[:, 0], pairs[:, 1], total.astype(np.int64)  # two calls in a block: twice
+        return (np.zeros(0, np.int64),) * 5
+    inv = inv.ravel()
+    total = np.bincount(inv, weights=cnt[hot], minlength=len(pairs))
+    lo = np.bincount(inv, weights=low[blk[hot]], minlength=len(pairs))
+    hi_b = high[blk[hot]]
+    hi = np.bincount(inv, weights=np.maximum(hi_b, 0), minlength=len(pairs))
+    unb = np.bincount(inv, weights=hi_b < 0, minlength=len(pairs)) > 0
+    hi = np.where(unb, -1, hi)
+    return (pairs[:, 0], pairs[:, 1], total.astype(np.int64),  # two calls in a block:
+            lo.astype(np.int64), hi.astype(np.int64))  # twice
 
 
 def sampled_functions(res: AnnotateResult) -> np.ndarray:

@@ -89,6 +89,14 @@ class AnnotateResult:
     fit: dict | None = None  # does the profile fit the binary (aggregate/fit.py)
     inference: dict | None = None  # the inference quality report when count_source is
     # "inferred" (or why inference did not run)
+    # inferred counts: the sample model and the event it was chosen for
+    # (bbmap.inference.events.EventModel.to_json() plus confidence and spread), and each
+    # block's and edge's interval at that confidence (high -1: unbounded); None otherwise
+    sample_model: dict | None = None
+    block_low: np.ndarray | None = None
+    block_high: np.ndarray | None = None
+    edge_low: np.ndarray | None = None
+    edge_high: np.ndarray | None = None
     # about this machine, not the inputs (a damaged disassembly cache): said on stderr by
     # the CLI, never written into a report (outputs depend on the inputs only)
     notices: list[str] = field(default_factory=list)
@@ -97,6 +105,11 @@ class AnnotateResult:
     def has_counts(self) -> bool:
         """block_count and the edges hold execution estimates (LBR or inferred)."""
         return self.count_source in ("lbr", "inferred")
+
+    @property
+    def has_intervals(self) -> bool:
+        """Counts carry intervals (inferred counts)."""
+        return self.block_low is not None and self.edge_low is not None
 
     # ------------------------------------------------------------- helpers
     @property
@@ -195,6 +208,9 @@ class AnnotateResult:
                 "count": self.block_count.tolist(), "key": self._block_key.tolist(),
                 "e_from": self.edge_from.tolist(), "e_to": self.edge_to.tolist(),
                 "e_count": self.edge_count.tolist(), "e_kind": self.edge_kind.tolist()}
+            if self.has_intervals:
+                self._cols.update(low=self.block_low.tolist(), high=self.block_high.tolist(),
+                                  e_low=self.edge_low.tolist(), e_high=self.edge_high.tolist())
         return self._cols
 
     def function_json(self, fv: FunctionView) -> dict:
@@ -206,12 +222,18 @@ class AnnotateResult:
                    "flags": c["flags"][b], "samples": c["samples"][b],
                    "period": c["period"][b], "count": c["count"][b]}
                   for b in fv.blocks.tolist()]
+        iv = self.has_intervals
+        if iv:
+            for d, b in zip(blocks, fv.blocks.tolist()):
+                d["interval"] = [c["low"][b], c["high"][b] if c["high"][b] >= 0 else None]
 
         def end(b: int) -> int | str:
             return ids[b] if keys[b] == fv.key else f"{names[keys[b]]}:{ids[b]}"
 
         edges = [{"from": end(c["e_from"][e]), "to": end(c["e_to"][e]),
-                  "count": c["e_count"][e], "kind": EDGE_KINDS[c["e_kind"][e]]}
+                  "count": c["e_count"][e], "kind": EDGE_KINDS[c["e_kind"][e]],
+                  **({"interval": [c["e_low"][e], c["e_high"][e] if c["e_high"][e] >= 0
+                                   else None]} if iv else {})}
                  for e in fv.edges.tolist()]
         edges.sort(key=lambda d: (-d["count"], str(d["from"]), str(d["to"]), d["kind"]))
         return {"name": fv.name, "address": fv.address, "samples": fv.samples,
@@ -230,6 +252,7 @@ class AnnotateResult:
             "totals": self.accounting.to_json(),
             "count_source": self.count_source,
             **({"inference": self.inference} if self.inference is not None else {}),
+            **({"sample_model": self.sample_model} if self.sample_model is not None else {}),
             **({"fit": self.fit} if self.fit and self.fit.get("mismatch") else {}),
         }
 

@@ -207,6 +207,7 @@ SUBCOMMANDS = {
     "lookup": "bbmap.cli.lookup",
     "merge": "bbmap.cli.merge",
     "perf-info": "bbmap.cli.perf_info",
+    "report": "bbmap.cli.report",
     "verify": "bbmap.cli.verify",
 }
 

@@ -97,8 +97,9 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
 
         s = Session(binary, **opts)
         s.add_aggregate(run.aggregate, output)
-        write_atomic(json_out, render_json(s.result(inference=profile["inference"],
-                                                    solver=profile["inference_solver"])))
+        write_atomic(json_out, render_json(s.result(
+            inference=profile["inference"], solver=profile["inference_solver"],
+            sample_model=profile.get("sample_model", "auto"))))
 
     write_aggregate_and_exit(run.aggregate, output, binary, opts,
                             (write_json,) if json_out else ())

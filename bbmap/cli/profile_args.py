@@ -35,6 +35,12 @@ _OPTIONS = (
                  show_default=True,
                  help="min-cost flow solver: auto = OR-Tools if installed "
                       "(pip install 'bbmap[inference]'), else the built-in one"),
+    click.option("--sample-model", "sample_model",
+                 type=click.Choice(["auto", "precise", "time", "insn"]), default="auto",
+                 show_default=True,
+                 help="how inference turns IP samples into executions: auto = by the event "
+                      "(precise instruction events such as instructions:pp per instruction, "
+                      "timer and cycle events by time; spec/inference.md)"),
     click.option("--no-cache", "no_cache", is_flag=True,
                  help="do not read or write the disassembly cache inference keeps per "
                       "binary ($XDG_CACHE_HOME/bbmap/disasm; also BBMAP_NO_CACHE=1)"),
@@ -66,19 +72,21 @@ def profile_options_besides_debug_dir(fn: Callable[..., Any]) -> Callable[..., A
 def annotate_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
                     debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
                     inference_solver: str = "auto", force: bool = False,
-                    event: str | None = None, no_cache: bool = False) -> dict[str, Any]:
+                    event: str | None = None, no_cache: bool = False,
+                    sample_model: str = "auto") -> dict[str, Any]:
     """The options as ``bbmap.annotate`` keyword arguments (the CLI keeps the disassembly
     cache unless ``--no-cache``)."""
     return {"name_override": name, "pid": pid, "demangle": not no_demangle,
             "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr],
             "inference": inference, "solver": inference_solver, "force": force,
-            "event": event, "disasm_cache": not no_cache}
+            "event": event, "disasm_cache": not no_cache, "sample_model": sample_model}
 
 
 def session_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
                    debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
                    inference_solver: str = "auto", force: bool = False,
-                   event: str | None = None, no_cache: bool = False) -> dict[str, Any]:
+                   event: str | None = None, no_cache: bool = False,
+                   sample_model: str = "auto") -> dict[str, Any]:
     """The options that change raw counts, as ``bbmap.aggregate.api.Session`` keyword
     arguments (inference is derived: made when a result is, not stored in aggregates)."""
     return {"name_override": name, "pid": pid, "demangle": not no_demangle,

@@ -119,6 +119,8 @@ BR_COUNTERS = 1 << 19
 F_DISABLED, F_INHERIT, F_MMAP, F_COMM, F_FREQ = 1 << 0, 1 << 1, 1 << 8, 1 << 9, 1 << 10
 F_SAMPLE_ID_ALL, F_EXCLUDE_KERNEL, F_EXCLUDE_HV = 1 << 18, 1 << 5, 1 << 6
 F_MMAP2, F_COMM_EXEC = 1 << 23, 1 << 24
+# precise_ip: two bits (0 arbitrary skid ... 3 zero skid), perf's ``p`` modifiers
+F_PRECISE_IP_SHIFT, F_PRECISE_IP_MASK = 15, 3
 
 # feature bits (util/header.h)
 HEADER_FEATURE_NAMES: dict[int, str] = {

@@ -2,14 +2,19 @@
 
 How samples become observed block weights (relative executions, comparable across the
 blocks and edges of one profile, not absolute) is :mod:`bbmap.inference.weights`: the
-``skid`` model when the per-address IP histogram is given, ``insn`` (samples per
-instruction) from per-block counts otherwise; measured against exact valgrind counts in
-spec/inference.md, "Samples and executions".
+model the event calls for (:mod:`bbmap.inference.events`: ``precise`` or ``time``) when
+the per-address IP histogram is given, ``insn`` (samples per instruction) from per-block
+counts otherwise; measured against exact valgrind counts in spec/inference.md, "Samples
+and executions".
 
 The network (:mod:`bbmap.inference.flow`) covers every function with at least one sample
-in a block; its entry is the first block, EH landing pads are side entries, and flow
-leaves at blocks without successors (returns, tail calls, no-return calls, unknown
-indirect jumps) and at blocks from which no such exit is reachable.
+in a block; its entry is the first block, EH landing pads are side entries (and so is any
+sampled block no entry reaches: the samples prove it ran, whatever the recovered CFG
+says), and flow leaves at blocks without successors (returns, tail calls, no-return calls,
+unknown indirect jumps), at blocks with a conditional branch out of the function (a
+conditional tail call leaves the block without falling through) and at blocks from which
+no such exit is reachable.  Every sampled block is floored at the count its samples prove
+and every count and edge gets an interval (:mod:`bbmap.inference.intervals`).
 """
 
 from __future__ import annotations
@@ -19,22 +24,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bbmap.cfg import CFG, S_FALLTHROUGH
+from bbmap.cfg import CFG, S_FALLTHROUGH, T_COND_TAIL_CALL
 from bbmap.inference.flow import FlowProblem, infer
+from bbmap.inference.intervals import CONFIDENCE, floors, intervals, model_spread
 from bbmap.inference.weights import (
+    HISTOGRAM_MODELS,
+    MODEL_ALIASES,
+    PRECISE_MODEL,
     SAMPLE_MODEL,
     SAMPLE_MODELS,
     SKID_MODEL,
+    TIME_MODEL,
     WEIGHT_SCALE,
+    SampleEvidence,
     Skid,
+    block_evidence,
     block_weights,
-    skid_weights,
+    precise_weights,
+    skid_evidence,
     unique_starts,
 )
 from bbmap.model import MD_IS_EH_PAD
 
-__all__ = ["SAMPLE_MODEL", "SAMPLE_MODELS", "SKID_MODEL", "WEIGHT_SCALE", "Inferred",
-           "Quality", "block_weights", "infer_counts"]
+__all__ = ["PRECISE_MODEL", "SAMPLE_MODEL", "SAMPLE_MODELS", "SKID_MODEL", "TIME_MODEL",
+           "WEIGHT_SCALE", "Inferred", "Quality", "block_weights", "infer_counts"]
 
 
 @dataclass
@@ -51,7 +64,9 @@ class Quality:
     solver: str = ""
     seconds: float = 0.0
     sample_model: str = SAMPLE_MODEL
-    skid: Skid | None = None  # where the skid model put the samples (model "skid")
+    skid: Skid | None = None  # where the time model put the samples (model "time")
+    floored: int = 0  # blocks whose count the samples' floor raised above their weight
+    call_evidence: int = 0  # functions solved again with entries floored by call sites
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -66,7 +81,11 @@ class Quality:
                 "imbalance_after": round(self.imbalance_after, 6),
                 "adjustment": round(self.adjustment, 6), "solver": self.solver,
                 "weight_scale": WEIGHT_SCALE, "sample_model": self.sample_model,
-                **({"skid": self.skid.to_json()} if self.skid is not None else {})}
+                "model_spread": model_spread(self.sample_model),
+                "confidence": CONFIDENCE, "floored": self.floored,
+                "call_evidence": self.call_evidence,
+                **({"skid": self.skid.to_json()} if self.skid is not None else {}),
+                **({"notes": self.notes} if self.notes else {})}
 
 
 @dataclass
@@ -79,6 +98,12 @@ class Inferred:
     edge_fallthrough: np.ndarray  # bool
     edge_count: np.ndarray  # i8
     quality: Quality
+    # bounds at CONFIDENCE (intervals.py): per global block (0 / 0 outside the inferred
+    # functions) and per edge above; high -1 where nothing bounds it
+    block_low: np.ndarray | None = None
+    block_high: np.ndarray | None = None
+    edge_low: np.ndarray | None = None
+    edge_high: np.ndarray | None = None
 
 
 def _propagate(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -101,9 +126,95 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                  ip: tuple[np.ndarray, np.ndarray] | None = None) -> Inferred:
     """Infer counts for every block-map function with samples in its blocks (or the
     ``functions`` given).  ``ip`` is the IP histogram (ELF vaddrs, samples at each) of the
-    same samples: with it the default sample model is ``skid`` (weights.py), without it
-    ``insn``.  ``edge_counts`` (from, to, count; global blocks) adds observed edge
-    weights, e.g. sparse LBR, in the same weight units."""
+    same samples: with it the sample model is ``model`` (``precise`` or ``time``, what the
+    event calls for: :func:`bbmap.inference.events.profile_model`; default ``time``),
+    without it ``insn``.  ``edge_counts`` (from, to, count; global blocks) adds observed
+    edge weights, e.g. sparse LBR, in the same weight units.
+
+    Two passes.  A function is entered as often as its call sites run: every inferred
+    function with direct calls (or unconditional tail calls) from blocks that ran is
+    solved again with its entry floored at the sum of their intervals' low ends and
+    observed at least at the sum of their counts.  A hot loop whose entry block the
+    samples barely see gets its entries from its callers, and a tiny function's count is
+    put on its callers' scale instead of its own few samples' (measured in
+    spec/inference.md, "Call sites")."""
+    kw = {"solver": solver, "model": model, "edge_counts": edge_counts, "weights": weights,
+          "ip": ip}
+    first = _infer(cfg, block_samples, functions=functions, **kw)
+    ev = _call_evidence(cfg, first)
+    if ev is None:
+        return first
+    second = _infer(cfg, block_samples, functions=ev[0], entry_evidence=ev, **kw)
+    return _splice(cfg, first, second, ev[0])
+
+
+def _call_evidence(cfg: CFG, inf: Inferred
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(functions, entry weight, entry floor) for the inferred functions with direct call
+    sites (calls and unconditional tail calls from blocks ``inf`` says ran); None when
+    there is none."""
+    m = cfg.block_map
+    if not m.num_functions or not len(inf.block_count):
+        return None
+    # calls and unconditional tail calls enter their callee once per execution of their
+    # block; a conditional tail call only when taken (unknown), so it proves nothing
+    uncond = cfg.term[cfg.tail_block] != T_COND_TAIL_CALL if len(cfg.tail_block) else \
+        np.zeros(0, bool)
+    cb = np.concatenate([cfg.call_block, cfg.tail_block[uncond]]).astype(np.int64)
+    cf = np.concatenate([cfg.call_func, cfg.tail_func[uncond]]).astype(np.int64)
+    ok = cf >= 0
+    cb, cf = cb[ok], cf[ok]
+    run = inf.block_count[cb] > 0
+    cb, cf = cb[run], cf[run]
+    if not len(cb):
+        return None
+    F = m.num_functions
+    in_w = np.bincount(cf, weights=inf.block_count[cb], minlength=F)
+    in_lo = np.bincount(cf, weights=inf.block_low[cb], minlength=F)
+    has = np.diff(m.range_block_ptr[m.func_range_ptr]) > 0
+    inferred = np.zeros(F, bool)
+    inferred[cfg.block_func[np.flatnonzero(inf.block_count > 0)]] = True
+    short = np.flatnonzero(inferred & has & (in_w > 0))
+    if not len(short):
+        return None
+    return short, np.rint(in_w[short]).astype(np.int64), \
+        np.floor(in_lo[short]).astype(np.int64)
+
+
+def _splice(cfg: CFG, first: Inferred, second: Inferred, functions: np.ndarray) -> Inferred:
+    """``first`` with the blocks and edges of ``functions`` taken from ``second``."""
+    redo = np.zeros(cfg.block_map.num_functions, bool)
+    redo[functions] = True
+    mine = redo[cfg.block_func]
+    out = Inferred(**{f: getattr(first, f) for f in (
+        "block_count", "edge_from", "edge_to", "edge_fallthrough", "edge_count", "quality",
+        "block_low", "block_high", "edge_low", "edge_high")})
+    for f in ("block_count", "block_low", "block_high"):
+        col = getattr(first, f).copy()
+        col[mine] = getattr(second, f)[mine]
+        setattr(out, f, col)
+    keep = ~mine[first.edge_from]
+    cols = ("edge_from", "edge_to", "edge_fallthrough", "edge_count", "edge_low", "edge_high")
+    merged = {f: np.concatenate([getattr(first, f)[keep], getattr(second, f)]) for f in cols}
+    order = np.argsort(merged["edge_from"], kind="stable")  # CFG order: by source block
+    for f in cols:
+        setattr(out, f, merged[f][order])
+    q = first.quality
+    q.call_evidence = len(functions)
+    q.floored = first.quality.floored + second.quality.floored
+    q.seconds += second.quality.seconds
+    return out
+
+
+def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
+           model: str | None = None, functions: np.ndarray | None = None,
+           edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+           weights: tuple[np.ndarray, np.ndarray] | None = None,
+           ip: tuple[np.ndarray, np.ndarray] | None = None,
+           entry_evidence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+           ) -> Inferred:
+    """One pass of :func:`infer_counts`; ``entry_evidence``: (functions, entry weight,
+    entry floor) from their call sites."""
     t0 = time.perf_counter()
     m = cfg.block_map
     B = m.num_blocks
@@ -114,14 +225,17 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
             np.zeros(0)
         functions = np.flatnonzero(fs > 0)
     q = Quality(functions=len(functions))
+    model = MODEL_ALIASES.get(model, model)
     if model is None:
-        model = SKID_MODEL if ip is not None else SAMPLE_MODEL
-    if model == SKID_MODEL and (ip is None or not unique_starts(cfg)):
-        q.notes.append("skid model needs the IP histogram of an executable; used 'insn'")
+        model = TIME_MODEL if ip is not None else SAMPLE_MODEL
+    if model in HISTOGRAM_MODELS and (ip is None or not unique_starts(cfg)):
+        q.notes.append(f"the {model} model needs the IP histogram of an executable; "
+                       f"used '{SAMPLE_MODEL}'")
         model = SAMPLE_MODEL
     q.sample_model = model if weights is None else "given"
-    empty = Inferred(np.zeros(B, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                     np.zeros(0, bool), np.zeros(0, np.int64), q)
+    z = np.zeros(0, np.int64)
+    empty = Inferred(np.zeros(B, np.int64), z, z, np.zeros(0, bool), z, q,
+                     np.zeros(B, np.int64), np.zeros(B, np.int64), z, z)
     if not len(functions) or not B:
         return empty
     sel = np.zeros(m.num_functions, bool)
@@ -136,23 +250,47 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     comp_of_func = np.cumsum(sel) - 1
     comp = comp_of_func[bfunc[blocks]]
 
-    if weights is not None:
-        w_all, known_all = weights
-    elif model == SKID_MODEL:
+    if model == TIME_MODEL:
         assert ip is not None
-        w_all, known_all, q.skid = skid_weights(cfg, ip[0], ip[1])
+        ev_all, q.skid = skid_evidence(cfg, ip[0], ip[1])
+    elif model == PRECISE_MODEL:
+        assert ip is not None
+        ev_all = precise_weights(cfg, ip[0], ip[1])[2]
     else:
-        w_all, known_all = block_weights(samples, cfg, model)
+        ev_all = block_evidence(samples, cfg, model)
+    if weights is not None:  # given weights (tests, the bench): bounds from per-block
+        w_all, known_all = weights  # samples per instruction
+        ev_all = block_evidence(samples, cfg, SAMPLE_MODEL)
+    else:
+        w_all, known_all = ev_all.weight, ev_all.known
     w, known = w_all[blocks], known_all[blocks]
+    ev = SampleEvidence(ev_all.samples[blocks], ev_all.units[blocks], known)
     first = np.zeros(len(blocks), bool)
     first[0] = True
     first[1:] = comp[1:] != comp[:-1]
     side = (m.block_md[blocks] & MD_IS_EH_PAD) != 0
     nsucc = np.bincount(src, minlength=len(blocks))
     exit_ = nsucc == 0
+    if len(cfg.cond_exit) == B:  # a conditional tail call may leave the block
+        exit_ |= cfg.cond_exit[blocks]
     can_exit = _propagate(exit_, dst, src)
     exit_ |= ~can_exit
     reach = _propagate(first | side, src, dst)
+    s_loc = samples[blocks]
+    floor = floors(ev, s_loc, model)
+    # a function with samples was entered: its entry ran at least once
+    entered = first & (np.bincount(comp, weights=s_loc)[comp] > 0)
+    floor[entered] = np.maximum(floor[entered], 1)
+    if entry_evidence is not None:  # what the call sites say of the entries
+        ef, ew_, efl = entry_evidence
+        at = np.flatnonzero(first)[np.searchsorted(functions, ef)]
+        w = w.copy()
+        known = known.copy()
+        w[at] = np.maximum(w[at], ew_)
+        known[at] = True
+        floor[at] = np.maximum(floor[at], efl)
+    stray = (s_loc > 0) & ~reach  # sampled, yet no entry reaches it: it has a way in
+    side = side | stray
 
     ew = ek = None
     if edge_counts is not None:
@@ -168,11 +306,14 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
         ek = hit
     p = FlowProblem(comp=comp, weight=w, known=known, entry=first, side_entry=side,
                     exit=exit_, edge_src=src, edge_dst=dst, edge_ft=kind == S_FALLTHROUGH,
+                    floor=floor,
                     **({} if ew is None else {"edge_weight": ew, "edge_known": ek}))
     r = infer(p, solver)
+    iv = intervals(ev, model, floor, r.block_flow, src, dst, r.edge_flow, first | side,
+                   exit_)
 
     # ---- quality
-    s_loc = samples[blocks]
+    q.floored = int(((r.block_flow > w) & (r.block_flow <= floor) & (floor > 0)).sum())
     q.blocks = len(blocks)
     q.samples = int(s_loc.sum())
     q.samples_reachable = int(s_loc[reach].sum())
@@ -185,11 +326,16 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     q.solver = r.solver
     bc = np.zeros(B, np.int64)
     bc[blocks] = r.block_flow
+    blo = np.zeros(B, np.int64)
+    blo[blocks] = iv.block_low
+    bhi = np.zeros(B, np.int64)
+    bhi[blocks] = iv.block_high
     pos = r.edge_flow > 0
     q.seconds = time.perf_counter() - t0
     return Inferred(block_count=bc, edge_from=src_g[pos], edge_to=dst_g[pos],
                     edge_fallthrough=(kind == S_FALLTHROUGH)[pos], edge_count=r.edge_flow[pos],
-                    quality=q)
+                    quality=q, block_low=blo, block_high=bhi, edge_low=iv.edge_low[pos],
+                    edge_high=iv.edge_high[pos])
 
 
 def _naive_edges(c: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

@@ -24,6 +24,14 @@ landing pads at ``COST_ENTRY_EXTRA`` per unit), ``exit.out -> T`` for blocks flo
 (returns, tail calls, no-return calls, unknown indirect jumps, and blocks from which no
 exit is reachable), and ``T -> S`` closes the circulation.
 
+Evidence floors: a block with samples ran, so its count has a lower bound ``floor_b`` > 0
+(the low end of its interval, :mod:`bbmap.inference.intervals`).  The first ``floor_b``
+units through ``b`` go over an arc of cost ``-floor_cost`` (:func:`floor_cost`), more than
+any path from the source to the sink costs, so every optimum meets every floor that a path
+allows; a sampled block that no entry reaches gets its own way in (``side_entry``) so that
+one does.  Without floors a hot loop could carry its flow round and round with the entry
+at 0, and an under-sampled block could be left at 0 beside hundreds of samples.
+
 Parameters (per unit of flow).  Block costs are LLVM's sample-PGO defaults
 (``sample-profile-profi-cost-block-inc`` 10, ``-dec`` 20, ``-entry-inc`` 40, ``-entry-dec``
 10, ``-zero-inc`` 11); unknown blocks cost 1 instead of 0 (BOLT's
@@ -80,8 +88,12 @@ class FlowProblem:
     edge_ft: np.ndarray  # bool: dst is src's fall-through
     edge_weight: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     edge_known: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    floor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # i8 per
+    # block: the count the samples prove (0: none)
 
     def __post_init__(self) -> None:
+        if len(self.floor) != len(self.comp):
+            self.floor = np.zeros(len(self.comp), np.int64)
         E = len(self.edge_src)
         if len(self.edge_weight) != E:
             self.edge_weight = np.zeros(E, np.int64)
@@ -123,6 +135,20 @@ class Network:
     node_comp: np.ndarray | None = None  # component (function) of each node
     # blocks with a reward arc (observed weight > 0): arcs B .. B + len - 1, in this order
     reward_block: np.ndarray | None = None
+    # blocks with a floor (samples prove it ran): the arcs right after the reward arcs
+    floor_block: np.ndarray | None = None
+
+
+def floor_cost(p: FlowProblem) -> int:
+    """The reward per unit of a floor: twice the dearest simple path of the largest
+    component (every block raised at the entry rate, every edge a taken jump, entered
+    at a side entry), so meeting a floor always pays."""
+    if not len(p.comp):
+        return 1
+    biggest = int(np.bincount(p.comp).max())
+    per_block = max(COST_BLOCK_ENTRY_INC, COST_BLOCK_INC, COST_BLOCK_ZERO_INC) + \
+        max(COST_JUMP_UNKNOWN_INC, COST_JUMP_UNKNOWN_FT_INC, COST_JUMP_INC)
+    return 2 * (COST_ENTRY_EXTRA + biggest * per_block) + 1
 
 
 def build_network(p: FlowProblem) -> Network:
@@ -130,15 +156,18 @@ def build_network(p: FlowProblem) -> Network:
 
     The arc groups, in this order (the order is part of the network: solvers that pick
     among several optima pick by it): blocks' unbounded raise arcs, blocks' reward arcs,
-    CFG edges, edges' reward arcs, entries, side entries, exits, ``T -> S``.  Each
-    column is written group by group into one preallocated array (no concatenation,
-    no dtype round trip)."""
+    blocks' floor arcs, CFG edges, edges' reward arcs, entries, side entries, exits,
+    ``T -> S``.  Each column is written group by group into one preallocated array (no
+    concatenation, no dtype round trip)."""
     B, E, C = p.num_blocks, len(p.edge_src), p.num_components
     w = np.maximum(p.weight.astype(np.int64), 0)
     inc = np.full(B, COST_BLOCK_INC, np.int64)
     inc[p.known & (w == 0)] = COST_BLOCK_ZERO_INC
     inc[p.entry & p.known] = COST_BLOCK_ENTRY_INC
     inc[~p.known] = COST_BLOCK_UNKNOWN_INC
+    fl_all = np.maximum(p.floor.astype(np.int64), 0)
+    flo = np.flatnonzero(fl_all > 0)
+    w = np.maximum(w - fl_all, 0)  # the floor's units are rewarded by the floor arc
     rew = np.flatnonzero(p.known & (w > 0))
 
     ek = p.edge_known & (p.edge_weight > 0)
@@ -149,7 +178,7 @@ def build_network(p: FlowProblem) -> Network:
     comp = p.comp.astype(np.int64, copy=False)
     src = p.edge_src.astype(np.int64, copy=False)
     dst = p.edge_dst.astype(np.int64, copy=False)
-    sizes = [B, len(rew), E, len(ekn), len(ent), len(side), len(ex), C]
+    sizes = [B, len(rew), len(flo), E, len(ekn), len(ent), len(side), len(ex), C]
     at = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     M = at[-1]
     tail = np.empty(M, np.int64)
@@ -167,6 +196,11 @@ def build_network(p: FlowProblem) -> Network:
     np.add(tail[lo:hi], 1, out=head[lo:hi])
     cap[lo:hi] = w[rew]
     cost[lo:hi] = -np.where(p.entry[rew], COST_BLOCK_ENTRY_DEC, COST_BLOCK_DEC)
+    lo, hi = next(g)  # block floors (samples prove the block ran)
+    np.multiply(flo, 2, out=tail[lo:hi])
+    np.add(tail[lo:hi], 1, out=head[lo:hi])
+    cap[lo:hi] = fl_all[flo]
+    cost[lo:hi] = -floor_cost(p) if len(flo) else 0
     lo, hi = next(g)  # CFG edges
     np.multiply(src, 2, out=tail[lo:hi])
     tail[lo:hi] += 1
@@ -195,14 +229,14 @@ def build_network(p: FlowProblem) -> Network:
     np.multiply(np.arange(C, dtype=np.int64), 2, out=tail[lo:hi])
     tail[lo:hi] += 2 * B + 1
     np.subtract(tail[lo:hi], 1, out=head[lo:hi])
-    first_edge = B + len(rew)
+    first_edge = B + len(rew) + len(flo)
     return Network(tail=tail, head=head, cap=cap, cost=cost, nodes=2 * B + 2 * C,
                    edge_arc=first_edge + np.arange(E, dtype=np.int64), reward_edge=ekn,
                    reward_arc=first_edge + E + np.arange(len(ekn), dtype=np.int64),
                    block_in=2 * np.arange(B, dtype=np.int64),
                    node_comp=np.concatenate([np.repeat(comp, 2),
                                              np.repeat(np.arange(C, dtype=np.int64), 2)]),
-                   reward_block=rew)
+                   reward_block=rew, floor_block=flo)
 
 
 def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
@@ -223,6 +257,8 @@ def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
     # raise arc (arc b) and its reward arc if it has one (arcs B.., see build_network)
     B = p.num_blocks
     bf = flow[:B].astype(np.int64)
-    bf[net.reward_block] += flow[B:B + len(net.reward_block)]
+    R = len(net.reward_block)
+    bf[net.reward_block] += flow[B:B + R]
+    bf[net.floor_block] += flow[B + R:B + R + len(net.floor_block)]
     return FlowResult(block_flow=bf, edge_flow=ef, solver=name, cost=int(cost),
                       arcs=len(net.tail), nodes=net.nodes)

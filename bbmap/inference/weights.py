@@ -4,13 +4,18 @@ A ``cpu-clock`` sample lands on the instruction running when the timer fires, so
 executed ``E`` times collects samples in proportion to ``E`` times the time of one
 execution.  The weight of block ``b`` is ``WEIGHT_SCALE * samples_b / units_b``, where
 ``units_b`` estimates that time from the disassembly (relative executions: comparable
-inside one profile, not absolute).  Sample models (``SAMPLE_MODELS``), measured against
+inside one profile, not absolute).  Which model applies depends on the event that took the
+samples (:mod:`bbmap.inference.events`); the models (``SAMPLE_MODELS``), measured against
 exact valgrind counts in spec/inference.md ("Samples and executions"):
 
-* ``insn``: samples per instruction, from per-block sample counts alone;
-* ``bytes``, ``block``: per byte, per block (measured worse; kept for the bench);
-* ``skid`` (the default when the per-address IP histogram is at hand): the same per
-  instruction, after undoing where the interrupt puts a sample.  The IP of a timer
+* ``precise`` (precise instruction events: ``instructions:pp``, ``inst_retired.prec_dist``,
+  AMD IBS ops, ARM SPE): every retired instruction is equally likely to be sampled and the
+  IP is the instruction itself, so a block's samples over its instructions per execution
+  estimate its executions without bias.  The trailing ``jmp`` of a ``jcc A; jmp B`` block
+  runs only when the jcc falls through: neither its samples nor its unit count;
+* ``time`` (timer and cycle events: ``cpu-clock``, ``task-clock``, ``cycles``): samples
+  fall in proportion to time, per instruction after undoing where the interrupt puts a
+  sample (below).  The IP of a timer
   sample is the *next* instruction to retire, one instruction after the one that held
   retirement up (measured on the corpus and zstd: a block's first instruction holds 2-10%
   of its samples against 16-30% for a uniform spread, the instruction after a load most
@@ -29,6 +34,12 @@ exact valgrind counts in spec/inference.md ("Samples and executions"):
 
   A block left with no unit (one instruction) has no observation (``known`` false) and
   the flow fills it.  Every sample in a block is in exactly one bucket of :class:`Skid`.
+  In a ``jcc A; jmp B`` block the jcc's own samples land on the trailing ``jmp`` only
+  when it falls through (taken, on A's first instruction): both leave the units, and the
+  samples on the ``jmp`` count as first-instruction samples (the jcc's, not credited);
+* ``insn``: samples per instruction from per-block sample counts alone (no IP histogram:
+  e.g. an aggregate made without one);
+* ``bytes``, ``block``: per byte, per block (measured worse; kept for the bench).
 """
 
 from __future__ import annotations
@@ -41,9 +52,13 @@ from bbmap.binary.disasm import CHEAP_UNKNOWN, CHEAP_YES, NOP, OTHER, is_cheap
 from bbmap.cfg import CFG
 
 WEIGHT_SCALE = 1000  # weight units per (sample / unit of per-execution cost)
-SAMPLE_MODELS = ("insn", "bytes", "block", "skid")
+PRECISE_MODEL = "precise"  # precise instruction events, with the IP histogram
+TIME_MODEL = "time"  # timer and cycle events, with the IP histogram (the skid model)
 SAMPLE_MODEL = "insn"  # without the IP histogram
-SKID_MODEL = "skid"  # with it
+SAMPLE_MODELS = (PRECISE_MODEL, TIME_MODEL, "insn", "bytes", "block")
+HISTOGRAM_MODELS = (PRECISE_MODEL, TIME_MODEL)  # the models that read the IP histogram
+MODEL_ALIASES = {"skid": TIME_MODEL}  # the time model's earlier name
+SKID_MODEL = TIME_MODEL
 # a front-end refill sample counts for this many ordinary ones: a mispredicted branch
 # costs ~15-20 cycles against ~1-2 per instruction, so a refill stands for ~1/10 of an
 # execution's share.  Measured (spec/inference.md): 0 (dropping the refill) 9.9-20.0%
@@ -74,17 +89,8 @@ class Skid:
 def block_weights(samples: np.ndarray, cfg: CFG, model: str = SAMPLE_MODEL
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(weight, known) per block from per-block sample counts (models without skid)."""
-    m = cfg.block_map
-    if model == "insn":
-        cost = cfg.n_insn.astype(np.float64)
-    elif model == "bytes":
-        cost = m.block_size.astype(np.float64)
-    elif model == "block":
-        cost = (cfg.n_insn > 0).astype(np.float64)
-    else:
-        raise ValueError(f"unknown sample model {model!r} ({', '.join(SAMPLE_MODELS)})")
-    known = cfg.n_insn > 0
-    return _scaled(samples.astype(np.float64), cost, known), known
+    ev = block_evidence(samples, cfg, model)
+    return ev.weight, ev.known
 
 
 def _scaled(samples: np.ndarray, units: np.ndarray, known: np.ndarray) -> np.ndarray:
@@ -128,10 +134,75 @@ def unique_starts(cfg: CFG) -> bool:
     return not bool((nz[1:] == nz[:-1]).any())
 
 
+def _trail_units(cfg: CFG) -> np.ndarray:
+    """1 for blocks ending ``jcc A; jmp B`` (their trailing ``jmp``), else 0."""
+    tj = cfg.trail_jump if len(cfg.trail_jump) == cfg.num_blocks else \
+        np.zeros(cfg.num_blocks, np.uint64)
+    return (tj > 0).astype(np.int64)
+
+
+@dataclass
+class SampleEvidence:
+    """What a sample model made of the samples, per block: the samples it credits to the
+    block (``samples``, refill samples at their weight), the block's units of cost per
+    execution (``units``) and whether it has an observation (``known``: units > 0).  The
+    weight is ``WEIGHT_SCALE * samples / units``; the intervals of
+    :mod:`bbmap.inference.evidence` start from the same two columns."""
+
+    samples: np.ndarray  # f8 per block
+    units: np.ndarray  # f8 per block
+    known: np.ndarray  # bool per block
+
+    @property
+    def weight(self) -> np.ndarray:
+        return _scaled(self.samples, self.units, self.known)
+
+
+def block_evidence(samples: np.ndarray, cfg: CFG, model: str = SAMPLE_MODEL) -> SampleEvidence:
+    """:class:`SampleEvidence` from per-block sample counts (models without the histogram)."""
+    m = cfg.block_map
+    if model == "insn":
+        cost = cfg.n_insn.astype(np.float64)
+    elif model == "bytes":
+        cost = m.block_size.astype(np.float64)
+    elif model == "block":
+        cost = (cfg.n_insn > 0).astype(np.float64)
+    else:
+        raise ValueError(f"unknown sample model {model!r} ({', '.join(SAMPLE_MODELS)})")
+    return SampleEvidence(np.asarray(samples, np.float64), cost, cfg.n_insn > 0)
+
+
+def precise_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, SampleEvidence]:
+    """(weight, known, evidence) per block from the IP histogram of a precise
+    instruction event: samples per instruction executed on every pass through the block
+    (all of them but a trailing ``jmp`` after a ``jcc``, whose samples are left out)."""
+    B = cfg.num_blocks
+    addr = np.asarray(ip_addr, np.uint64)
+    cnt = np.asarray(ip_samples, np.int64)
+    b = locate(cfg, addr)
+    inb = b >= 0
+    addr, cnt, b = addr[inb], cnt[inb], b[inb]
+    trail = _trail_units(cfg)
+    tj = cfg.trail_jump if len(cfg.trail_jump) == B else np.zeros(B, np.uint64)
+    on_trail = (trail[b] > 0) & (addr == tj[b])
+    used = np.bincount(b[~on_trail], weights=cnt[~on_trail], minlength=B)
+    units = np.maximum(cfg.n_insn.astype(np.float64) - trail, 0)
+    ev = SampleEvidence(used, units, units > 0)
+    return ev.weight, ev.known, ev
+
+
 def skid_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, Skid]:
     """(weight, known, where the samples went) per block from the IP histogram
-    (``ip_addr`` ELF vaddrs, ``ip_samples`` samples at each): the ``skid`` model."""
+    (``ip_addr`` ELF vaddrs, ``ip_samples`` samples at each): the ``time`` model."""
+    ev, skid = skid_evidence(cfg, ip_addr, ip_samples)
+    return ev.weight, ev.known, skid
+
+
+def skid_evidence(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
+                  ) -> tuple[SampleEvidence, Skid]:
+    """:class:`SampleEvidence` of the ``time`` model and where it put the samples."""
     B = cfg.num_blocks
     addr = np.asarray(ip_addr, np.uint64)
     cnt = np.asarray(ip_samples, np.int64)
@@ -139,7 +210,11 @@ def skid_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
     inb = b >= 0
     addr, cnt, b = addr[inb], cnt[inb], b[inb]
     start = cfg.block_start[b]
-    at_first = addr == start
+    trail = _trail_units(cfg)
+    tj = cfg.trail_jump if len(cfg.trail_jump) == B else np.zeros(B, np.uint64)
+    # a jcc's samples land on the trailing jmp only when it falls through: like a first
+    # instruction's, they are not credited
+    at_first = (addr == start) | ((trail[b] > 0) & (addr == tj[b]))
     at_second = (addr == start + cfg.first_size[b].astype(np.uint64)) & ~at_first
     rest = np.bincount(b[~at_first & ~at_second], weights=cnt[~at_first & ~at_second],
                        minlength=B)
@@ -155,9 +230,9 @@ def skid_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
     for blk in np.flatnonzero(other & (fc == CHEAP_UNKNOWN)).tolist():
         cheap[blk] = is_cheap(cfg.first_insn_text(blk))
     cheap &= cfg.n_insn >= 2
-    units = np.maximum(cfg.n_insn.astype(np.float64) - 1, 0)
+    units = np.maximum(cfg.n_insn.astype(np.float64) - 1 - trail, 0)
     used = rest + np.where(cheap, 0, second)
     known = units > 0
     skid = Skid(used=int(used[known].sum()), first=int(first.sum()),
                 refill=int(second[cheap].sum()), no_unit=int(used[~known].sum()))
-    return _scaled(used + REFILL_WEIGHT * np.where(cheap, second, 0), units, known), known, skid
+    return SampleEvidence(used + REFILL_WEIGHT * np.where(cheap, second, 0), units, known), skid

@@ -56,6 +56,10 @@ class FunctionCFG:
     samples: np.ndarray  # IP samples per node
     edges: np.ndarray  # (E, 3) int64: src node, dst node, taken + fall-through count
     hot: np.ndarray  # bool per node
+    # inferred counts: each edge's interval (E, 2) int64 low, high (-1: unbounded), in
+    # the rows of ``edges``; None for LBR counts (plan.py keeps the compiler's order
+    # where a new order does not win at both ends of the intervals)
+    edge_bounds: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -95,13 +99,14 @@ def count_source(result: AnnotateResult) -> str:
     return "lbr" if result.has_lbr else "none"
 
 
-def build_program_cfg(result: AnnotateResult) -> ProgramCFG:
-    """The CFG of every hot function of ``result`` (see the module docstring)."""
+def build_program_cfg(result: AnnotateResult, top: int | None = None) -> ProgramCFG:
+    """The CFG of every hot function of ``result`` (see the module docstring), or of the
+    hottest ``top`` of them (``AnnotateResult.hot_keys``' order)."""
     src = count_source(result)
     counted = src in ("lbr", "inferred")
     m = result.block_map
     ft = result.functions
-    fvs = sorted(result.hot_functions(), key=lambda fv: (fv.address, fv.key))
+    fvs = sorted(result.hot_functions(top), key=lambda fv: (fv.address, fv.key))
     B = m.num_blocks
     node_fn = np.full(B, -1, np.int64)  # global block -> index in `functions` (if laid out)
     node_local = np.zeros(B, np.int64)
@@ -141,6 +146,10 @@ def build_program_cfg(result: AnnotateResult) -> ProgramCFG:
         intra = both & (fa == fb) & np.isin(ek, (K_BRANCH, K_FALLTHROUGH))
         _attach_intra(functions, fa[intra], node_local[ef[intra]], node_local[et[intra]],
                       ec[intra])
+        if result.has_intervals:
+            _attach_bounds(functions, fa[intra], node_local[ef[intra]],
+                           node_local[et[intra]], result.edge_low[intra],
+                           result.edge_high[intra])
         cs = both & (ek == K_CALL)
         calls = np.stack([fa[cs], node_local[ef[cs]], fb[cs], node_local[et[cs]], ec[cs]],
                          axis=1).astype(np.int64)
@@ -165,6 +174,19 @@ def _attach_intra(functions: list[FunctionCFG], fn: np.ndarray, a: np.ndarray, b
     bounds = np.searchsorted(rows[:, 0], np.arange(len(functions) + 1))
     for i, f in enumerate(functions):
         f.edges = rows[bounds[i]:bounds[i + 1], 1:]
+
+
+def _attach_bounds(functions: list[FunctionCFG], fn: np.ndarray, a: np.ndarray,
+                   b: np.ndarray, low: np.ndarray, high: np.ndarray) -> None:
+    """Each function's edge intervals, in the order of its ``edges`` rows (inferred edges
+    are one per (src, dst), so the rows sort alike)."""
+    rows = np.stack([fn, a, b, low, high], axis=1).astype(np.int64)
+    rows = rows[np.lexsort(rows[:, :3].T[::-1])] if len(rows) else rows
+    bounds = np.searchsorted(rows[:, 0], np.arange(len(functions) + 1))
+    for i, f in enumerate(functions):
+        part = rows[bounds[i]:bounds[i + 1]]
+        if len(part) == len(f.edges) and np.array_equal(part[:, 1:3], f.edges[:, :2]):
+            f.edge_bounds = part[:, 3:5]
 
 
 def _merge_rows(rows: np.ndarray) -> np.ndarray:
@@ -217,4 +239,5 @@ def _node_counts(fn: FunctionCFG, result: AnnotateResult, counted: bool, ci: np.
         # sampled, but no execution count reached it (no LBR range covered it, or the
         # inference left it out): its samples say which blocks are hot, as without counts
         fn.counts = fn.samples.copy()
-    fn.hot = fn.counts > 0
+    # a block with samples ran: it is never left to the .cold part, whatever its count
+    fn.hot = (fn.counts > 0) | (fn.samples > 0)

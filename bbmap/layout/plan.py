@@ -12,6 +12,11 @@
   their original order, cold ones split off);
 * without execution counts (IP samples and no inference) the hot blocks (those with
   samples, and the entry) keep their layout order: nothing to reorder by;
+* no harm from uncertain counts: a block with samples is always hot (never ``.cold``),
+  and with inferred counts a new order replaces the compiler's only when it scores
+  higher at the counts *and* at both ends of their intervals (every edge at its low
+  bound, every edge at its high bound): where the evidence cannot order the blocks, the
+  compiler's order stays (``FunctionLayout.kept_reason``);
 * functions are ordered by call-chain clustering over the call counts
   (:mod:`bbmap.layout.callchain`, Propeller's merge size limit), or CDSort
   (:mod:`bbmap.layout.cdsort`), or hottest first -- which is also what ``c3`` and ``cdsort``
@@ -58,6 +63,8 @@ class FunctionLayout:
     order: list[int]  # the cluster: nodes in layout order
     cold: list[int]  # nodes left to the .cold part (original order)
     reordered: bool  # Ext-TSP ran (execution counts and mode allow it)
+    # why the compiler's order was kept although Ext-TSP ran ("" when it was not kept)
+    kept_reason: str = ""
     intra_before: float = 0.0
     intra_after: float = 0.0
     inter_before: float = 0.0
@@ -94,6 +101,7 @@ class FunctionLayout:
                 "address": self.cfg.address, "blocks": self.cfg.num_nodes,
                 "cluster": self.cluster_ids, "cold": self.cold_ids,
                 "reordered": self.reordered,
+                **({"kept_reason": self.kept_reason} if self.kept_reason else {}),
                 "hot_bytes": self.hot_bytes, "cold_bytes": self.cold_bytes,
                 "entry_count": self.cfg.entry_count,
                 "score": {"intra_before": self.intra_before, "intra_after": self.intra_after,
@@ -151,8 +159,11 @@ class LayoutPlan:
 
 def plan_layout(result, *, params: ExtTspParams | str = PROPELLER,  # noqa: ANN001
                 mode: str = "split", function_order: str = "c3",
-                merge_size_limit: int = MERGE_SIZE_LIMIT) -> LayoutPlan:
-    """The layout plan of an ``AnnotateResult`` (see the module docstring)."""
+                merge_size_limit: int = MERGE_SIZE_LIMIT, top: int | None = None
+                ) -> LayoutPlan:
+    """The layout plan of an ``AnnotateResult`` (see the module docstring); with ``top``,
+    of its hottest ``top`` functions only (the others are neither laid out nor ordered:
+    a report's view of the functions people look at, in a fraction of the time)."""
     if isinstance(params, str):
         if params not in PARAMS:
             raise ValueError(f"params {params!r} (one of {', '.join(PARAMS)})")
@@ -162,7 +173,7 @@ def plan_layout(result, *, params: ExtTspParams | str = PROPELLER,  # noqa: ANN0
     if function_order not in FUNCTION_ORDERS:
         raise ValueError(f"function order {function_order!r} "
                          f"(one of {', '.join(FUNCTION_ORDERS)})")
-    prog = build_program_cfg(result)
+    prog = build_program_cfg(result, top)
     layouts = [_layout_function(fn, prog.has_counts, params, mode) for fn in prog.functions]
     order, algo, note = _function_order(prog, layouts, function_order, merge_size_limit)
     layouts = [layouts[i] for i in order]
@@ -180,6 +191,7 @@ def _layout_function(fn: FunctionCFG, counted: bool, p: ExtTspParams,
     hot = fn.hot.copy()
     hot[0] = True  # the entry block stays first, in the hot cluster
     reorder = counted and mode != "split-only" and len(fn.edges) > 0
+    kept = ""
     order = np.flatnonzero(hot).tolist()  # hot blocks in their original order
     score = _Scorer(fn, p) if len(fn.edges) else None
     if reorder:
@@ -187,12 +199,17 @@ def _layout_function(fn: FunctionCFG, counted: bool, p: ExtTspParams,
                if hot[v]]
         # keep the original order unless Ext-TSP scores higher (as LLVM's block placement
         # does): the greedy merger is not guaranteed to beat every layout
-        if score.of_order(new) > score.of_order(order):
-            order = new
+        if score.of_order(new) <= score.of_order(order):
+            kept = "the compiler's order scores as high"
+        elif not _wins_at_bounds(fn, p, new, order):
+            kept = "the counts' intervals cannot tell the orders apart"
+        else:
+            kept, order = "", new
     cold = np.flatnonzero(~hot).tolist()
     if mode == "layout-only":
         order, cold = order + cold, []
-    lay = FunctionLayout(cfg=fn, order=order, cold=cold, reordered=reorder)
+    lay = FunctionLayout(cfg=fn, order=order, cold=cold, reordered=reorder,
+                         kept_reason=kept if reorder else "")
     if score is not None:
         lay.intra_before = score.at(fn.addr)
         lay.intra_after = score.of_order(order)
@@ -205,15 +222,35 @@ def _layout_function(fn: FunctionCFG, counted: bool, p: ExtTspParams,
     return lay
 
 
+def _wins_at_bounds(fn: FunctionCFG, p: ExtTspParams, new: list[int],
+                    old: list[int]) -> bool:
+    """Does ``new`` score higher than ``old`` with every edge at its interval's low end,
+    and with every edge at its high end (an unbounded high: ten times the largest bound)?
+    True when the counts carry no intervals (LBR)."""
+    b = fn.edge_bounds
+    if b is None or not len(b):
+        return True
+    lo = b[:, 0].astype(np.float64)
+    hi = b[:, 1].astype(np.float64)
+    top = max(float(hi.max()), float(fn.edges[:, 2].max()), 1.0)
+    hi = np.where(hi < 0, 10 * top, hi)
+    for w in (lo, hi):
+        sc = _Scorer(fn, p, weights=w)
+        if sc.of_order(new) <= sc.of_order(old):
+            return False
+    return True
+
+
 class _Scorer:
     """One function's Ext-TSP scores (``ext_tsp_score`` / ``ext_tsp_score_at`` with the
     edge arrays and weights prepared once)."""
 
-    def __init__(self, fn: FunctionCFG, p: ExtTspParams) -> None:
+    def __init__(self, fn: FunctionCFG, p: ExtTspParams,
+                 weights: np.ndarray | None = None) -> None:
         self.fn, self.p = fn, p
         e = fn.edges
         self.src, self.dst = e[:, 0], e[:, 1]
-        self.w = e[:, 2].astype(np.float64)
+        self.w = e[:, 2].astype(np.float64) if weights is None else weights
         self.ft, self.fw, self.bw = _coefficients(fn.num_nodes, self.src, p)
 
     def at(self, addr: np.ndarray, present: np.ndarray | None = None) -> float:

@@ -5,6 +5,8 @@ fall-through edge; ``id`` is the source block, ``to`` the target, ``name:id`` ac
 functions) or ``bucket`` (an accounting bucket, so the totals travel with the data).
 ``source`` says where a block's or edge's ``count`` comes from: ``lbr`` (branch stacks)
 or ``inferred`` (min-cost flow from IP samples, spec/inference.md); empty without counts.
+Inferred counts carry ``low`` and ``high``, their interval (``high`` empty: unbounded), and
+one ``sample_model`` record names the model (``id``) and the event (``function``).
 Spreadsheets and pandas can filter on the first column.
 
 The block and edge rows are laid out from columns (:mod:`bbmap.outputs.columnar`);
@@ -29,7 +31,7 @@ from bbmap.outputs.columnar import UTF8_ERRORS, Dec, Hex, Pick, cut_groups, rend
 from bbmap.outputs.hot_table import hot_table
 
 COLUMNS = ("record", "function", "id", "address", "size", "flags", "samples", "period",
-           "count", "to", "kind", "source")
+           "count", "to", "kind", "source", "low", "high")
 _FLAGS_CSV = ["|".join(n for n, bit in MD_NAMES.items() if md & bit).encode() for md in range(256)]
 _KINDS_CSV = [k.encode() for k in EDGE_KINDS]
 # a function's ``block,<name>,`` prefix is a column of every row while the names are at
@@ -73,13 +75,20 @@ def render_csv_bytes(result: AnnotateResult, *, top: int | None = None) -> bytes
     w = csv.writer(buf, lineterminator="\n")
     a = result.accounting
     per = a.period_buckets()
+    sm = result.sample_model if result.has_intervals else None
+    if sm is not None:
+        w.writerow(("sample_model", sm["event"], sm["model"], "", "", "", "", "", "", "", "",
+                    "inferred", "", ""))
     for name, n in a.sample_buckets().items():
-        w.writerow(("bucket", "", name, "", "", "", n, per[name], "", "", "samples", ""))
+        w.writerow(("bucket", "", name, "", "", "", n, per[name], "", "", "samples", "", "",
+                    ""))
     for name, n in a.dso_samples.items():
-        w.writerow(("bucket", name, "other_dso", "", "", "", n, "", "", "", "samples", ""))
+        w.writerow(("bucket", name, "other_dso", "", "", "", n, "", "", "", "samples", "", "",
+                    ""))
     if a.total_branches:
         for name, n in a.branch_buckets().items():
-            w.writerow(("bucket", "", name, "", "", "", "", "", n, "", "branches", ""))
+            w.writerow(("bucket", "", name, "", "", "", "", "", n, "", "branches", "", "",
+                        ""))
     return b"".join([head, body, buf.getvalue().encode("utf-8", UTF8_ERRORS)])
 
 
@@ -90,6 +99,7 @@ def _rows(r: AnnotateResult, top: int | None) -> bytes:
         return b""
     m = r.block_map
     src = (r.count_source if r.has_counts else "").encode()
+    iv = r.has_intervals
     names = [s.encode("utf-8", UTF8_ERRORS) for s in
              csv_fields([r.functions.names[k] for k in t.keys.tolist()])]
     cross = [s.encode("utf-8", UTF8_ERRORS) for s in csv_fields(t.cross_names)]
@@ -103,14 +113,16 @@ def _rows(r: AnnotateResult, top: int | None) -> bytes:
         Dec(m.block_id[b]), b",0x", Hex(r.block_start[b]), b",",
         Dec(m.block_size[b]), b",", Pick(_FLAGS_CSV, m.block_md[b]), b",",
         Dec(r.block_samples[b]), b",", Dec(r.block_period[b]), b",", Dec(r.block_count[b]),
-        b",,," + src + b"\n"]), t.block_ptr)
+        b",,," + src, *(_bounds(r.block_low[b], r.block_high[b]) if iv else (b",,",)),
+        b"\n"]), t.block_ptr)
     e = t.edge
     edges = cut_groups(render_rows(len(e), [
         mark or Pick([b"edge," + s + b"," for s in names], np.repeat(fpos, np.diff(t.edge_ptr))),
         Dec(m.block_id[r.edge_from[e]]), b",,,,,,", Dec(r.edge_count[e]), b",",
         Dec(m.block_id[r.edge_to[e]], where=t.to_cross < 0),
         Pick([b""] + cross, t.to_cross + 1), b",", Pick(_KINDS_CSV, r.edge_kind[e]),
-        b"," + src + b"\n"]), t.edge_ptr)
+        b"," + src, *(_bounds(r.edge_low[e], r.edge_high[e]) if iv else (b",,",)),
+        b"\n"]), t.edge_ptr)
     out: list = [None] * (2 * n)
     if not mark:  # each row carries its prefix
         out[0::2], out[1::2] = blocks, edges
@@ -121,6 +133,11 @@ def _rows(r: AnnotateResult, top: int | None) -> bytes:
         if y:
             out.append(y.replace(mark, b"edge," + name + b","))
     return b"".join(out)
+
+
+def _bounds(low: np.ndarray, high: np.ndarray) -> tuple:
+    """``,low,high`` (high empty when unbounded, stored as -1)."""
+    return b",", Dec(low), b",", Dec(high, where=high >= 0)
 
 
 def _marker(texts: list[bytes]) -> bytes:

@@ -57,12 +57,14 @@ def _functions(r: AnnotateResult, t: HotTable) -> bytes:
         return b""
     m = r.block_map
     b = t.block
+    iv = r.has_intervals
     blocks = cut_groups(render_rows(len(b), [
         group_sep(t.block_ptr, b","), b'{"id":', Dec(m.block_id[b]),
         b',"address":', Dec(r.block_start[b]),
         b',"size":', Dec(m.block_size[b]), b',"flags":', Pick(_FLAGS_JSON, m.block_md[b]),
         b',"samples":', Dec(r.block_samples[b]), b',"period":', Dec(r.block_period[b]),
-        b',"count":', Dec(r.block_count[b]), b"}"]), t.block_ptr)
+        b',"count":', Dec(r.block_count[b]),
+        *(_interval(r.block_low[b], r.block_high[b]) if iv else ()), b"}"]), t.block_ptr)
     rg = t.rng
     lo, hi = m.range_block_ptr[rg], m.range_block_ptr[rg + 1]
     cs = np.zeros(m.num_blocks + 1, np.int64)
@@ -82,7 +84,7 @@ def _functions(r: AnnotateResult, t: HotTable) -> bytes:
         group_sep(t.edge_ptr, b","), b'{"from":', Dec(m.block_id[r.edge_from[e]]),
         b',"to":', Dec(m.block_id[r.edge_to[e]], where=cross < 0), Pick(to_text, cross + 1),
         b',"count":', Dec(r.edge_count[e]), b',"kind":', Pick(_KINDS_JSON, r.edge_kind[e]),
-        b"}"]), t.edge_ptr)
+        *(_interval(r.edge_low[e], r.edge_high[e]) if iv else ()), b"}"]), t.edge_ptr)
     ft = r.functions
     keys = t.keys.tolist()
     addr = ft.address
@@ -101,6 +103,13 @@ def _functions(r: AnnotateResult, t: HotTable) -> bytes:
     out[7::8] = edges
     out[8::8] = [b']},\n{"name":'] * (n - 1) + [b"]}"]
     return b"".join(out)
+
+
+def _interval(low: np.ndarray, high: np.ndarray) -> tuple:
+    """``,"interval":[low,high]`` (``null`` for an unbounded high, stored as -1)."""
+    bounded = high >= 0
+    return (b',"interval":[', Dec(low), b",", Dec(high, where=bounded),
+            Pick([b"null", b""], bounded.astype(np.int64)), b"]")
 
 
 def _names(names: list[str]) -> list[bytes]:

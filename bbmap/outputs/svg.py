@@ -636,12 +636,36 @@ def render_svg(result: AnnotateResult, keys: Sequence[int] | None = None, *, top
     height = math.ceil(y + MARGIN)
     parts += [f'<line x1="{MARGIN}" y1="{_f(ry)}" x2="{width - MARGIN}" y2="{_f(ry)}" '
               'stroke="#cccccc"/>' for ry in rules]
-    body = "\n".join(parts)
     doc_title = (f"bbmap cfg: {os.path.basename(result.binary)}, "
                  f"heat by {HeatScale(ctx.metric, 0).title}")
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    return _document(parts, width, height, doc_title)
+
+
+def _document(parts: list[str], width: float, height: float, title: str,
+              xml_header: bool = True) -> str:
+    body = "\n".join(parts)
+    return (('<?xml version="1.0" encoding="UTF-8"?>\n' if xml_header else "")
+            + f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}">\n'
-            f"<title>{esc(doc_title)}</title>\n"
+            f"<title>{esc(title)}</title>\n"
             f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>\n'
             f"{_defs()}\n{_STYLE}\n{body}\n</svg>\n")
+
+
+def function_svgs(result: AnnotateResult, keys: Sequence[int], *, heat: str = "auto",
+                  range_labels: Mapping[int, str] | None = None) -> list[str]:
+    """One stand-alone ``<svg>`` element per function key (the picture ``render_svg``
+    draws for it, without the XML declaration: for embedding in an HTML page), the
+    per-result lookups computed once for all of them.  A key without blocks gives ""."""
+    ctx = PictureContext.of(result, heat, range_labels)
+    out = []
+    for i, k in enumerate(keys):
+        fd = function_data(ctx, k)
+        if not fd.blocks:
+            out.append("")
+            continue
+        svg, w, h = _function_svg(ctx, fd, f"f{i}", 0.0)
+        out.append(_document(svg, math.ceil(w), math.ceil(h + MARGIN),
+                             f"{fd.name}: heat by {HeatScale(ctx.metric, 0).title}",
+                             xml_header=False))
+    return out

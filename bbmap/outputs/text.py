@@ -42,6 +42,13 @@ def build_report(result: AnnotateResult, *, top: int = 20, blocks_per_function: 
         ev = ", ".join(p.events) or "?"
         head.append(("", f"  profile {p.path}: {p.samples} samples ({ev}), {p.branches} branch "
                          f"records, {p.binary_mmaps} executable mapping(s) of the binary"))
+    sm = result.sample_model if result.count_source == "inferred" else None
+    if sm is not None:
+        head.append(("", f"  counts are estimates inferred from IP samples of "
+                         f"{sm['event'] or 'an unknown event'} (model {sm['model']}: "
+                         f"{sm['why']}); relative executions, comparable within this "
+                         f"profile only; {round(100 * sm['confidence'])}% intervals in "
+                         "--format json/csv"))
     for d in result.warnings:
         head.append(("error" if d.severity == "error" else "warning", f"{d.severity}: {d}"))
     tables = []

@@ -27,11 +27,10 @@ def default_event_name(attr_type: int, config: int, flags: int = 0) -> str:
         base = f"raw:{attr_type}:{config:#x}"
     excl_k = bool(flags & fmt.F_EXCLUDE_KERNEL)
     excl_u = bool(flags & (1 << 4))
-    if excl_k and not excl_u:
-        base += ":u"
-    elif excl_u and not excl_k:
-        base += ":k"
-    return base
+    mods = "u" if excl_k and not excl_u else "k" if excl_u and not excl_k else ""
+    # perf's ``p`` modifiers: what the sample model reads (bbmap.inference.events)
+    mods += "p" * ((flags >> fmt.F_PRECISE_IP_SHIFT) & fmt.F_PRECISE_IP_MASK)
+    return f"{base}:{mods}" if mods else base
 
 
 @dataclass

@@ -30,6 +30,14 @@ EVENT_ID = 1
 _COMP_CHUNK = 32 << 10  # uncompressed bytes per COMPRESSED record (perf's buffer is mmap_len)
 _COMP_MMAP_LEN = 129 * 4096
 _MAX_COMP_PAYLOAD = 0xFFFF - 8
+_PRECISE_IP_SHIFT = 15  # perf_event_attr: precise_ip is the 2-bit field at flag bit 15
+
+
+def event_modifiers(event_name: str) -> str:
+    """The modifier letters after the last ``:`` of a perf event name (``upp`` of
+    ``instructions:upp``), "" without any; a PMU event ``cpu/event=0xc0/`` has none."""
+    _, colon, mods = event_name.rpartition(":")
+    return mods if colon and mods.isalpha() else ""
 
 
 class PerfWriter:
@@ -40,7 +48,11 @@ class PerfWriter:
                  event_name: str = "cycles:u", attr_type: int = 0, config: int = 0,
                  compress: bool = False, sample_period: int = 1,
                  attr_size: int = DEFAULT_ATTR_SIZE, hostname: str | None = None,
-                 cmdline: Sequence[str] | None = None) -> None:
+                 cmdline: Sequence[str] | None = None, precise_ip: int | None = None
+                 ) -> None:
+        """``event_name`` is also parsed the way ``perf record -e`` parses it: ``u``
+        without ``k`` sets exclude_kernel and exclude_hv, each ``p`` raises precise_ip
+        (``instructions:upp``: 2), unless ``precise_ip`` is given (0-3)."""
         if sample_type is None:
             sample_type = DEFAULT_SAMPLE_TYPE | (fmt.S_BRANCH_STACK if branch_sample_type else 0)
         unsupported = sample_type & ~(fmt.S_IP | fmt.S_TID | fmt.S_TIME | fmt.S_PERIOD
@@ -60,8 +72,14 @@ class PerfWriter:
         self.cmdline = list(cmdline) if cmdline is not None else ["bbmap", "PerfWriter"]
         flags = (fmt.F_DISABLED | fmt.F_INHERIT | fmt.F_MMAP | fmt.F_COMM | fmt.F_SAMPLE_ID_ALL
                  | fmt.F_MMAP2 | fmt.F_COMM_EXEC)
-        if event_name.endswith(":u"):
+        mods = event_modifiers(event_name)
+        if "u" in mods and "k" not in mods:
             flags |= fmt.F_EXCLUDE_KERNEL | fmt.F_EXCLUDE_HV
+        if precise_ip is None:
+            precise_ip = mods.count("p")
+        if not 0 <= precise_ip <= 3:
+            raise ValueError(f"precise_ip {precise_ip} is not 0-3")
+        flags |= precise_ip << _PRECISE_IP_SHIFT
         self.attr = {"type": attr_type, "size": attr_size, "config": config,
                      "sample_period": sample_period, "sample_type": sample_type,
                      "flags": flags, "branch_sample_type": branch_sample_type,

@@ -67,7 +67,10 @@ def columns(result):
         "samples": result.block_samples.tolist(), "period": result.block_period.tolist(),
         "count": result.block_count.tolist(), "key": result._block_key.tolist(),
         "e_from": result.edge_from.tolist(), "e_to": result.edge_to.tolist(),
-        "e_count": result.edge_count.tolist(), "e_kind": result.edge_kind.tolist()}
+        "e_count": result.edge_count.tolist(), "e_kind": result.edge_kind.tolist(),
+        **({"low": result.block_low.tolist(), "high": result.block_high.tolist(),
+            "e_low": result.edge_low.tolist(), "e_high": result.edge_high.tolist()}
+           if result.has_intervals else {})}
 
 
 def ranges_json(result, fv):
@@ -87,14 +90,18 @@ def function_json(result, c, fv):
     ids, keys = c["id"], c["key"]
     blocks = [{"id": ids[b], "address": c["address"][b], "size": c["size"][b],
                "flags": c["flags"][b], "samples": c["samples"][b],
-               "period": c["period"][b], "count": c["count"][b]}
+               "period": c["period"][b], "count": c["count"][b],
+               **({"interval": [c["low"][b], c["high"][b] if c["high"][b] >= 0 else None]}
+                  if "low" in c else {})}
               for b in fv.blocks.tolist()]
 
     def end(b):
         return ids[b] if keys[b] == fv.key else f"{names[keys[b]]}:{ids[b]}"
 
     edges = [{"from": end(c["e_from"][e]), "to": end(c["e_to"][e]),
-              "count": c["e_count"][e], "kind": EDGE_KINDS[c["e_kind"][e]]}
+              "count": c["e_count"][e], "kind": EDGE_KINDS[c["e_kind"][e]],
+              **({"interval": [c["e_low"][e], c["e_high"][e] if c["e_high"][e] >= 0
+                               else None]} if "low" in c else {})}
              for e in fv.edges.tolist()]
     edges.sort(key=lambda d: (-d["count"], str(d["from"]), str(d["to"]), d["kind"]))
     return {"name": fv.name, "address": fv.address, "samples": fv.samples,
@@ -125,25 +132,37 @@ def render_csv(result, *, top=None) -> str:
     names = result.functions.names
     ids, keys = c["id"], c["key"]
     src = result.count_source if result.has_counts else ""
+    iv = "low" in c
+
+    def bounds(lo, hi):
+        return (lo, hi if hi >= 0 else "") if iv else ("", "")
+
     for fv in hot_functions(result, top):
         for b in fv.blocks.tolist():
             w.writerow(("block", fv.name, ids[b], f"{c['address'][b]:#x}", c["size"][b],
                         "|".join(c["flags"][b]), c["samples"][b], c["period"][b],
-                        c["count"][b], "", "", src))
+                        c["count"][b], "", "", src, *bounds(c["low"][b] if iv else 0,
+                                                            c["high"][b] if iv else 0)))
         for e in fv.edges.tolist():
             f, t = c["e_from"][e], c["e_to"][e]
             w.writerow(("edge", fv.name,
                         ids[f] if keys[f] == fv.key else f"{names[keys[f]]}:{ids[f]}",
                         "", "", "", "", "", c["e_count"][e],
                         ids[t] if keys[t] == fv.key else f"{names[keys[t]]}:{ids[t]}",
-                        EDGE_KINDS[c["e_kind"][e]], src))
+                        EDGE_KINDS[c["e_kind"][e]], src,
+                        *bounds(c["e_low"][e] if iv else 0, c["e_high"][e] if iv else 0)))
     a = result.accounting
     per = a.period_buckets()
+    if iv:
+        sm = result.sample_model
+        w.writerow(("sample_model", sm["event"], sm["model"], "", "", "", "", "", "", "", "",
+                    "inferred", "", ""))
     for name, n in a.sample_buckets().items():
-        w.writerow(("bucket", "", name, "", "", "", n, per[name], "", "", "samples", ""))
+        w.writerow(("bucket", "", name, "", "", "", n, per[name], "", "", "samples", "", "", ""))
     for name, n in a.dso_samples.items():
-        w.writerow(("bucket", name, "other_dso", "", "", "", n, "", "", "", "samples", ""))
+        w.writerow(("bucket", name, "other_dso", "", "", "", n, "", "", "", "samples", "", "",
+                    ""))
     if a.total_branches:
         for name, n in a.branch_buckets().items():
-            w.writerow(("bucket", "", name, "", "", "", "", "", n, "", "branches", ""))
+            w.writerow(("bucket", "", name, "", "", "", "", "", n, "", "branches", "", "", ""))
     return buf.getvalue()

@@ -275,6 +275,24 @@ class _Evidence:
     out_raw: np.ndarray  # f8 per block: all intra-function transfers out of it
     moments: Any  # bbmap.aggregate.cluster.ClusterMoments or None
     samples: np.ndarray | None = None  # f8 IP samples per block, when counts are inferred
+    # inferred counts' intervals (bbmap.inference.intervals, inf where unbounded): per
+    # block, and per transfer in ``ekeys`` order; None for LBR counts
+    block_low: np.ndarray | None = None
+    block_high: np.ndarray | None = None
+    elow: np.ndarray | None = None
+    ehigh: np.ndarray | None = None
+
+    def transfer_bounds(self, src: np.ndarray, tgt: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """Each transfer's interval; one the flow left at 0 (not in the result) is
+        ``[0, min(high of its ends)]``, what the edge bound of intervals.py gives."""
+        key = src * max(self.B, 1) + tgt
+        pos = np.clip(np.searchsorted(self.ekeys, key), 0, max(len(self.ekeys) - 1, 0))
+        hit = (self.ekeys[pos] == key) if len(self.ekeys) else np.zeros(len(key), bool)
+        lo = np.where(hit, self.elow[pos] if len(self.ekeys) else 0.0, 0.0)
+        hi = np.where(hit, self.ehigh[pos] if len(self.ekeys) else 0.0,
+                      np.minimum(self.block_high[src], self.block_high[tgt]))
+        return lo, hi
 
     def sample_deff(self, count: np.ndarray, samples: np.ndarray) -> np.ndarray:
         """Inferred counts are flow estimates, not observations: the evidence behind them
@@ -353,9 +371,40 @@ def _evidence(measured: Measured, lbr_scale: float) -> _Evidence:
     out_raw = np.bincount(efrom, weights=cnt, minlength=B)[:B] if B else np.zeros(0)
     inferred = getattr(measured, "count_source", None) == "inferred"
     smp = getattr(measured, "block_samples", None)
-    return _Evidence(B, raw * lbr_scale, raw, uk, ev, er, out_raw,
-                     getattr(measured, "cluster", None),
-                     np.asarray(smp, np.float64) if inferred and smp is not None else None)
+    out = _Evidence(B, raw * lbr_scale, raw, uk, ev, er, out_raw,
+                    getattr(measured, "cluster", None),
+                    np.asarray(smp, np.float64) if inferred and smp is not None else None)
+    blo, bhi = getattr(measured, "block_low", None), getattr(measured, "block_high", None)
+    elo, ehi = getattr(measured, "edge_low", None), getattr(measured, "edge_high", None)
+    if inferred and blo is not None and elo is not None:
+        def unbounded(x: np.ndarray) -> np.ndarray:
+            x = np.asarray(x, np.float64)
+            return np.where(x < 0, np.inf, x)
+
+        out.block_low, out.block_high = np.asarray(blo, np.float64), unbounded(bhi)
+        # transfers are one per (from, to) for inferred counts: the first row's bounds
+        first = np.unique(inv, return_index=True)[1] if len(uk) else np.zeros(0, np.int64)
+        out.elow = np.asarray(elo, np.float64)[keep][first]
+        out.ehigh = unbounded(np.asarray(ehi)[keep])[first]
+    return out
+
+
+def bounds_interval(src: np.ndarray, k_lo: np.ndarray, k_hi: np.ndarray, n_blocks: int,
+                    exit_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The share ``k / n`` of each successor row can be anything its counts' intervals
+    allow: from ``k_lo`` against every other way out at its high end (``exit_hi``: a
+    believed exit's room), to ``k_hi`` against every other at its low end."""
+    fin_hi = np.where(np.isinf(k_hi), 0.0, k_hi)
+    hi_sum = np.bincount(src, weights=fin_hi, minlength=n_blocks)[src]
+    inf_any = np.bincount(src, weights=np.isinf(k_hi), minlength=n_blocks)[src] > 0
+    lo_sum = np.bincount(src, weights=k_lo, minlength=n_blocks)[src]
+    others_hi = np.where(inf_any & ~np.isinf(k_hi), np.inf, hi_sum - fin_hi) + exit_hi
+    others_lo = lo_sum - k_lo
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q_lo = np.where(np.isinf(others_hi), 0.0,
+                        k_lo / np.maximum(k_lo + others_hi, 1e-300))
+        q_hi = np.where(np.isinf(k_hi), 1.0, k_hi / np.maximum(k_hi + others_lo, 1e-300))
+    return np.clip(np.nan_to_num(q_lo), 0, 1), np.clip(np.nan_to_num(q_hi, nan=1.0), 0, 1)
 
 
 def _branch_table(m: BlockMap, source: str, targets: np.ndarray, rows: np.ndarray,
@@ -390,6 +439,14 @@ def _branch_table(m: BlockMap, source: str, targets: np.ndarray, rows: np.ndarra
     else:
         d = ev.branch_deff(src, tgt, k_raw, n_raw, xo)
     lo, hi = wilson(k / d, n / d, opt.z)
+    if ev.elow is not None:
+        # inferred: the counts themselves are estimates, each with its interval (the
+        # model's spread as well as sampling); a share is only as sure as they are
+        k_lo, k_hi = ev.transfer_bounds(src, tgt)
+        exit_hi = np.where(xo, np.maximum(ev.block_high[src] - np.bincount(
+            src, weights=k_lo, minlength=B)[src], 0.0), 0.0)
+        q_lo, q_hi = bounds_interval(src, k_lo, k_hi, B, exit_hi)
+        lo, hi = np.minimum(lo, q_lo), np.maximum(hi, q_hi)
     verdict = classify(lo, hi, p - opt.threshold, p + opt.threshold)
     t = BranchTable(source, src, tgt, p, k, n, lo, hi, verdict, d)
     if len(src):
@@ -427,6 +484,12 @@ def _freq_table(m: BlockMap, source: str, fn: np.ndarray, entry: np.ndarray,
     else:
         d = ev.ratio_deff(blocks, e)  # one factor for both counts keeps their ratio
     lo, hi = ratio_interval(x / d, y / d, opt.z)
+    if ev.block_low is not None:  # inferred: as sure as the counts' intervals
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r_lo = ev.block_low[blocks] / ev.block_high[e]
+            r_hi = ev.block_high[blocks] / np.where(ev.block_low[e] > 0, ev.block_low[e], 0)
+        lo = np.minimum(lo, np.nan_to_num(r_lo, nan=0.0))
+        hi = np.maximum(hi, np.nan_to_num(r_hi, nan=np.inf, posinf=np.inf))
     f = opt.freq_factor
     verdict = classify(lo, hi, *factor_band(r, f))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -468,6 +531,14 @@ def compare(measured: Measured, options: Options | None = None, *,
     if cmp.unknown_successors:
         cmp.notes.append(f"{cmp.unknown_successors} successor ID(s) name no block of their "
                          "function and were not judged (see the pgo-successors check)")
+    if ev.elow is not None:
+        spread = (getattr(measured, "sample_model", None) or {}).get("spread", 1.0)
+        model = (getattr(measured, "sample_model", None) or {}).get("model", "?")
+        cmp.notes.append(
+            f"counts inferred from IP samples ({model} model): every interval spans what "
+            f"the counts' own intervals allow (sampling, and a x{spread:g} spread of the "
+            "time per instruction for time samples), so a belief the estimates cannot "
+            "rule out is unknown, not mismatched")
     if ev.moments is None and src_name == "lbr":
         cmp.notes.append("no per-stack moments: LBR records were taken as independent "
                          "trials, so intervals are too narrow (annotate(cluster_stats=True))")
@@ -514,6 +585,11 @@ def compare(measured: Measured, options: Options | None = None, *,
         else:
             d = ev.share_deff(entry[fe], float(ev.raw[entry[fe]].sum()))
         lo, hi = wilson(meas / d, tot_m / d, opt.z)
+        if ev.block_low is not None:  # inferred: as sure as the entries' intervals
+            one = np.zeros(len(fe), np.int64)
+            q_lo, q_hi = bounds_interval(one, ev.block_low[entry[fe]],
+                                         ev.block_high[entry[fe]], 1, np.zeros(len(fe)))
+            lo, hi = np.minimum(lo, q_lo), np.maximum(hi, q_hi)
         verdict = classify(lo, hi, *factor_band(share, opt.freq_factor))
         cmp.entries = EntryTable(fe, m.func_entry_count[fe], share, meas, tot_m, lo, hi,
                                  verdict, d)

@@ -26,6 +26,7 @@ from programs import HERE, SOURCES, Program, Source
 
 REPO = HERE.parent.parent
 LBR_TOOL = REPO / "corpus" / "tools" / "lbr.py"
+PRECISE_TOOL = REPO / "corpus" / "tools" / "precise.py"
 CC = os.environ.get("BBMAP_E2E_CC", "clang-22")
 READOBJ = os.environ.get("BBMAP_E2E_READOBJ", "llvm-readobj-22")
 PERF2BOLT = os.environ.get("BBMAP_E2E_PERF2BOLT", "perf2bolt-22")
@@ -177,6 +178,26 @@ def record_lbr(binary: Path, argv: list[str], golden: Path, out: Path, work: Pat
     if info.get("unexplained"):
         raise StepError(f"{out}: {info['unexplained']} superblock transitions unexplained")
     return info
+
+
+def record_precise(binary: Path, argv: list[str], golden: Path, out: Path, work: Path,
+                   every: int) -> dict[str, Any]:
+    """A precise instruction-sample perf.data (``instructions:upp``, a sample every ~EVERY
+    retired instructions, no skid) of one traced run of the profiling input, with that run's
+    exact counts beside it, then proved: ``perf script`` must read back every sample."""
+    sh([sys.executable, str(PRECISE_TOOL), "--binary", str(binary), "--readobj", str(golden),
+        "--every", str(every), "--out", str(out), "--work", str(work), "--args", *argv],
+       log=work / "precise.log", stdin=subprocess.DEVNULL)
+    sh([sys.executable, str(PRECISE_TOOL), "--check", str(out), "--work", str(work)])
+    info = json.loads((out / "precise-info.json").read_text())
+    if info.get("unexplained"):
+        raise StepError(f"{out}: {info['unexplained']} superblock transitions unexplained")
+    return info
+
+
+def precise_key(every: int) -> str:
+    """What a precise profile depends on beyond the profile key: its generator and period."""
+    return f"{sha256(PRECISE_TOOL)} {every}"
 
 
 def profile_key(binary: Path, argv: list[str], prog: Program, kind: str) -> str:

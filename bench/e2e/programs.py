@@ -41,6 +41,9 @@ class Program:
     # samples in the program as the LBR profile holds branch stacks (so the two profile
     # kinds are compared at one sampling budget, not one profile length)
     ip_repeat: int = 3
+    # bench_e2e.py --precise: about this many precise instruction samples in the binary
+    # (corpus/tools/precise.py; the period comes from the LBR trace's instruction count)
+    precise_samples: int = 40_000
 
 
 SQLITE_SRC = Source(

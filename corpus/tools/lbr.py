@@ -198,20 +198,21 @@ def client_mappings(table: list[Mapping]) -> list[Mapping]:
     return sorted((m for m in table if os.path.dirname(m.path) not in own), key=lambda m: m.start)
 
 
-def start_valgrind(binary: Path, argv: list[str], tool_args: list[str]
-                   ) -> tuple[subprocess.Popen, int, Tables]:
+def start_valgrind(binary: Path, argv: list[str], tool_args: list[str],
+                   env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int, Tables]:
     """Start ``valgrind -d --tool=lackey TOOL_ARGS BINARY ARGV`` with its log on a pipe.
 
     ``-d`` makes valgrind print (on stderr) its address-space table before the client runs
     and when it exits; ``Tables.startup_done`` is set once the first is read, so the caller
-    knows the real load address of this very run.  Returns the process, the read end of the
-    log pipe and the tables.
+    knows the real load address of this very run.  ``env``: the traced process's whole
+    environment (default: this process's).  Returns the process, the read end of the log
+    pipe and the tables.
     """
     rfd, wfd = os.pipe()
     proc = subprocess.Popen(
         ["valgrind", "-d", "--tool=lackey", *tool_args, f"--log-fd={wfd}",
          str(binary), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, pass_fds=(wfd,))
+        text=True, pass_fds=(wfd,), env=env)
     os.close(wfd)
     tables = Tables()
     assert proc.stderr is not None
@@ -220,10 +221,11 @@ def start_valgrind(binary: Path, argv: list[str], tool_args: list[str]
     return proc, rfd, tables
 
 
-def valgrind_mappings(binary: Path, argv: list[str]) -> list[Mapping]:
+def valgrind_mappings(binary: Path, argv: list[str], env: dict[str, str] | None = None
+                      ) -> list[Mapping]:
     """The client's executable mappings at exit, from an untraced run under the same tool
     (valgrind's layout does not depend on tracing; the traced run's own table checks it)."""
-    proc, rfd, tables = start_valgrind(binary, argv, ["--basic-counts=no"])
+    proc, rfd, tables = start_valgrind(binary, argv, ["--basic-counts=no"], env)
     with os.fdopen(rfd, "rb") as f:
         while f.read(1 << 16):
             pass
@@ -268,10 +270,10 @@ class AddressSpace:
         return self._files[m.path][off:off + min(n, m.end - addr)]
 
 
-def lackey_mem_trace(binary: Path, argv: list[str]
+def lackey_mem_trace(binary: Path, argv: list[str], env: dict[str, str] | None = None
                      ) -> tuple[subprocess.Popen, Tables, Iterator[tuple[int, int]]]:
     """Start valgrind; yield (address, size) of every executed instruction, streamed."""
-    proc, rfd, tables = start_valgrind(binary, argv, ["--trace-mem=yes", *EXACT_VEX])
+    proc, rfd, tables = start_valgrind(binary, argv, ["--trace-mem=yes", *EXACT_VEX], env)
 
     def gen() -> Iterator[tuple[int, int]]:
         with os.fdopen(rfd, "r", buffering=1 << 20) as f:
@@ -319,12 +321,12 @@ def parse_superblock_lines(buf: bytes) -> np.ndarray:
     return val
 
 
-def lackey_superblocks(binary: Path, argv: list[str]
+def lackey_superblocks(binary: Path, argv: list[str], env: dict[str, str] | None = None
                        ) -> tuple[subprocess.Popen, Tables, Iterator[np.ndarray]]:
     """Start valgrind; yield the start address of every executed superblock, in chunks."""
     proc, rfd, tables = start_valgrind(
         binary, argv, ["--basic-counts=no", "--trace-superblocks=yes", *EXACT_VEX,
-                       f"--vex-guest-max-insns={MAX_INSNS}"])
+                       f"--vex-guest-max-insns={MAX_INSNS}"], env)
 
     def gen() -> Iterator[np.ndarray]:
         rest = b""
@@ -576,9 +578,15 @@ def trace_mem(binary: Path, argv: list[str], setup: Any) -> dict[str, Any]:
             "extra": {"kept_branches": n_kept}}
 
 
-def trace_sb(binary: Path, argv: list[str], setup: Any) -> dict[str, Any]:
-    """The superblock tracer (``--tracer sb``): chunks of superblock starts, vectorized."""
-    proc, tables, trace = lackey_superblocks(binary, argv)
+def trace_sb(binary: Path, argv: list[str], setup: Any, env: dict[str, str] | None = None
+             ) -> dict[str, Any]:
+    """The superblock tracer (``--tracer sb``): chunks of superblock starts, vectorized.
+
+    ``setup(tables)`` returns the context: ``sampler`` (fed the kept branches; None for
+    none) and, optionally, ``observe(seq, n_prev, code, superblocks)``, called with every
+    chunk of executed superblocks (precise.py numbers retired instructions with it).
+    """
+    proc, tables, trace = lackey_superblocks(binary, argv, env)
     ctx: dict[str, Any] | None = None
     sbs: Superblocks | None = None
     prev = np.zeros(0, np.uint64)  # the last superblock of the previous chunk
@@ -606,6 +614,10 @@ def trace_sb(binary: Path, argv: list[str], setup: Any) -> dict[str, Any]:
         if len(c) > len(runs):
             runs = np.concatenate((runs, np.zeros(len(c) - len(runs), np.int64)))
         runs[:len(c)] += c
+        if (observe := ctx.get("observe")) is not None:
+            # the executed superblocks in order (chunk, after the carried-over one):
+            # precise.py places its instruction samples with them
+            observe(seq, len(prev), code, sbs)
         # transitions seq[i] -> seq[i+1] out of a superblock of the traced code
         src = np.flatnonzero(code[:-1])
         ids = sbs.lookup(seq[src])
@@ -620,8 +632,9 @@ def trace_sb(binary: Path, argv: list[str], setup: Any) -> dict[str, Any]:
         n_taken_from += int(branch.sum())
         kept = branch & code[src + 1]
         n_kept += int(kept.sum())
-        ctx["sampler"].feed(term[kept], nxt[kept],
-                            np.uint64(1_000_000) + seq_index[src + 1][kept].astype(np.uint64))
+        if ctx["sampler"] is not None:  # none: a caller that takes no branch stacks
+            ctx["sampler"].feed(term[kept], nxt[kept], np.uint64(1_000_000)
+                                + seq_index[src + 1][kept].astype(np.uint64))
         both = branch & inside[src] & inside[src + 1]
         n_bin += int(both.sum())
         ctx["edges"].add(term[both] - base, nxt[both] - base)
@@ -663,6 +676,75 @@ def build_id(path: str) -> str | None:
     return None
 
 
+def binary_mapping(tables: Tables, binary: Path, lay: dict[str, Any],
+                   user_maps: list[Mapping]) -> tuple[Mapping, int, int, int]:
+    """The binary's executable mapping in valgrind's startup table, its load base and its
+    text ``[lo, hi)`` as runtime addresses (``user_maps``: the mapping run's, which must
+    hold the same mapping)."""
+    tables.startup_done.wait()
+    target = str(binary.resolve())
+    segs = [m for m in tables.startup if m.path == target]
+    if len(segs) != 1:
+        raise SystemExit(f"lbr: valgrind -d showed {len(segs)} executable mappings of "
+                         f"{binary}")
+    me = segs[0]
+    if user_maps and me not in user_maps:
+        raise SystemExit("lbr: the mapping run loaded the binary elsewhere than the "
+                         "traced run")
+    # file offset fo runs at map_start + fo - pgoff; vaddr v sits at fo = v - p_vaddr + p_offset
+    base = me.start - lay["p_vaddr"] + lay["p_offset"] - me.pgoff
+    lo = base + lay["p_vaddr"]
+    hi = lo + lay["p_filesz"]
+    if not lo <= base + lay["entry"] < hi:  # a cheap cross-check of the base
+        raise SystemExit(f"lbr: entry point outside the text mapping (base 0x{base:x})")
+    return me, base, lo, hi
+
+
+def write_side_records(w: PerfWriter, pid: int, binary: Path, lay: dict[str, Any],
+                       me: Mapping, space: AddressSpace) -> None:
+    """COMM, then an MMAP2 for the binary and for every other code mapping of ``space``
+    (at the addresses the traced run used), and the build-ids of all of them."""
+    w.add_comm(pid, pid, binary.name[:15], exec_=True)
+    w.add_mmap2(pid, pid, me.start, me.end - me.start, me.pgoff, str(binary),
+                prot=5, flags=2)
+    for m in space.maps:
+        if m != me:
+            w.add_mmap2(pid, pid, m.start, m.end - m.start, m.pgoff, m.path,
+                        prot=5, flags=2)
+    if lay["build_id"]:
+        w.add_build_id(str(binary), lay["build_id"])  # pid -1, as perf writes it
+    for path in sorted({m.path for m in space.maps} - {me.path}):
+        if bid := build_id(path):
+            w.add_build_id(path, bid)
+
+
+def exact_counts(binary: Path, lay: dict[str, Any], blocks: list[dict[str, Any]], base: int,
+                 res: dict[str, Any], edges: EdgeCounter, rounds: int,
+                 argv: list[str] | None) -> dict[str, Any]:
+    """The ``exact-counts.json`` document of a traced run (``res``: a tracer's result)."""
+    exec_count = res["exec_count"]
+    counts = []
+    for b in blocks:
+        addr = base + b["vaddr"]
+        counts.append({"function": b["function"], "range": b["range"], "id": b["id"],
+                       "address": f"0x{b['vaddr']:x}", "size": b["size"],
+                       # an empty block has no instruction of its own: not observable
+                       "count": exec_count[addr] if b["size"] > 0 else None})
+    exact = {
+        "about": "exact executions of each block's first instruction in the traced run "
+                 "(valgrind lackey), addresses are ELF vaddrs; count null = empty block",
+        "binary": binary.name, "build_id": lay["build_id"], "rounds": rounds,
+        "instructions": res["instructions"], "taken_branches": res["taken_branches"],
+        "taken_branches_in_binary": res["taken_branches_in_binary"],
+        "blocks": counts,
+        "edges": [{"from": f"0x{f:x}", "to": f"0x{t:x}", "count": c}
+                  for f, t, c in edges.items()],
+    }
+    if argv is not None:
+        exact["args"] = argv
+    return exact
+
+
 def run(args: argparse.Namespace) -> None:
     binary, out, work = Path(args.binary).absolute(), Path(args.out), Path(args.work)
     out.mkdir(parents=True, exist_ok=True)
@@ -685,38 +767,12 @@ def run(args: argparse.Namespace) -> None:
                    branch_sample_type=branch_type, pipe="pipe" in variant,
                    cmdline=["valgrind", "--tool=lackey", str(binary), *argv])
     ctx: dict[str, Any] = {}
-    target = str(binary.resolve())
 
     def setup(tables: Tables) -> dict[str, Any]:
         """Called once valgrind's first address-space table is read: the binary's base."""
-        tables.startup_done.wait()
-        segs = [m for m in tables.startup if m.path == target]
-        if len(segs) != 1:
-            raise SystemExit(f"lbr: valgrind -d showed {len(segs)} executable mappings of "
-                             f"{binary}")
-        me = segs[0]
-        if user_maps and me not in user_maps:
-            raise SystemExit("lbr: the mapping run loaded the binary elsewhere than the "
-                             "traced run")
-        # file offset fo runs at map_start + fo - pgoff; vaddr v sits at fo = v - p_vaddr + p_offset
-        base = me.start - lay["p_vaddr"] + lay["p_offset"] - me.pgoff
-        lo = base + lay["p_vaddr"]
-        hi = lo + lay["p_filesz"]
-        if not lo <= base + lay["entry"] < hi:  # a cheap cross-check of the base
-            raise SystemExit(f"lbr: entry point outside the text mapping (base 0x{base:x})")
+        me, base, lo, hi = binary_mapping(tables, binary, lay, user_maps)
         space = AddressSpace(user_maps or [me])
-        w.add_comm(pid, pid, binary.name[:15], exec_=True)
-        w.add_mmap2(pid, pid, me.start, me.end - me.start, me.pgoff, str(binary),
-                    prot=5, flags=2)
-        for m in space.maps:
-            if m != me:
-                w.add_mmap2(pid, pid, m.start, m.end - m.start, m.pgoff, m.path,
-                            prot=5, flags=2)
-        if lay["build_id"]:
-            w.add_build_id(str(binary), lay["build_id"])  # pid -1, as perf writes it
-        for path in sorted({m.path for m in space.maps} - {me.path}):
-            if bid := build_id(path):
-                w.add_build_id(path, bid)
+        write_side_records(w, pid, binary, lay, me, space)
         ctx.update(base=base, lo=lo, hi=hi, entry=base + lay["entry"], me=me, space=space,
                    scope=args.scope,
                    starts={base + b["vaddr"] for b in blocks if b["size"] > 0},
@@ -744,26 +800,8 @@ def run(args: argparse.Namespace) -> None:
     w.close()
     (work / f"{out.name}.expected.txt").write_text("\n".join(sampler.expected) + "\n")
 
-    exec_count = res["exec_count"]
-    counts = []
-    for b in blocks:
-        addr = base + b["vaddr"]
-        counts.append({"function": b["function"], "range": b["range"], "id": b["id"],
-                       "address": f"0x{b['vaddr']:x}", "size": b["size"],
-                       # an empty block has no instruction of its own: not observable
-                       "count": exec_count[addr] if b["size"] > 0 else None})
-    exact = {
-        "about": "exact executions of each block's first instruction in the traced run "
-                 "(valgrind lackey), addresses are ELF vaddrs; count null = empty block",
-        "binary": binary.name, "build_id": lay["build_id"], "rounds": args.rounds,
-        "instructions": res["instructions"], "taken_branches": res["taken_branches"],
-        "taken_branches_in_binary": res["taken_branches_in_binary"],
-        "blocks": counts,
-        "edges": [{"from": f"0x{f:x}", "to": f"0x{t:x}", "count": c}
-                  for f, t, c in ctx["edges"].items()],
-    }
-    if args.args is not None:
-        exact["args"] = argv
+    exact = exact_counts(binary, lay, blocks, base, res, ctx["edges"], args.rounds,
+                         argv if args.args is not None else None)
     (out / "exact-counts.json").write_text(json.dumps(exact, indent=1) + "\n")
     me = ctx["me"]
     info = {"base": f"0x{base:x}", "mmap": {"start": f"0x{me.start:x}",

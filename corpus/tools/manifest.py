@@ -191,6 +191,33 @@ def ip_entry(row: list[str], corpus: Path, known: set[str]) -> dict[str, Any]:
             "exact_counts": f"lbr/{lbr}/exact-counts.json"}
 
 
+def precise_entry(row: list[str], corpus: Path, known: set[str],
+                  lbr_rows: dict[str, list[str]]) -> dict[str, Any]:
+    """A precise instruction-sample profile (tools/precise.py) of an LBR case's run, with
+    the exact counts of its own traced run."""
+    name, lbr, every = row
+    if lbr not in lbr_rows:
+        fail(f"{name}: unknown lbr case {lbr}")
+    binary = lbr_rows[lbr][1]
+    if binary not in known:
+        fail(f"{name}: unknown binary {binary}")
+    d = corpus / "precise" / name
+    data = d / "perf.data"
+    info = json.loads((d / "precise-info.json").read_text())
+    if info["every"] != int(every):
+        fail(f"{name}: precise-info.json says every {info['every']}, the case {every}")
+    exact = d / "exact-counts.json"
+    if not exact.exists():
+        fail(f"{exact} missing")
+    return {"name": name, "path": str(data.relative_to(corpus)), "binaries": [binary],
+            "mode": perf_mode(data), "command": (d / "command.txt").read_text().strip(),
+            "event": info["event"], "samples": info["samples"],
+            "samples_in_binary": info["samples_in_binary"], "every": info["every"],
+            "seed": info["seed"], "lbr_case": lbr,
+            "exact_counts": str(exact.relative_to(corpus)),
+            "info": str((d / "precise-info.json").relative_to(corpus))}
+
+
 def go_binary_entry(row: list[str], corpus: Path) -> dict[str, Any]:
     """A Go binary: its GNU build-id read from the file, its Go build id from the golden
     ``go tool buildid`` wrote (the manifest and the golden cannot disagree)."""
@@ -260,6 +287,10 @@ def main() -> None:
         "profiles": profiles,
         "ip_profiles": [ip_entry(r, corpus, known) for r in tables.get("ip", [])
                         if recorded(corpus / "ip" / r[0])],
+        "precise_profiles": [precise_entry(r, corpus, known,
+                                           {x[0]: x for x in tables.get("lbr", [])})
+                             for r in tables.get("precise", [])
+                             if recorded(corpus / "precise" / r[0])],
         "go_binaries": go_binaries,
         "go_profiles": [go_profile_entry(r, corpus, go_known)
                         for r in tables.get("go-profiles", [])
