@@ -26,6 +26,7 @@ decoded a second time (with operand details) to read their tables.
 from __future__ import annotations
 
 import functools
+import itertools
 import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -358,7 +359,8 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
         # each table's distinct entries, in table order (first occurrence)
         lens = np.array([len(t.targets) for t in tables], np.int64)
         tb = np.repeat(np.array([t.block for t in tables], np.int64), lens)
-        tt = np.fromiter((x for t in tables for x in t.targets), np.int64, int(lens.sum()))
+        tt = np.fromiter(itertools.chain.from_iterable(t.targets for t in tables), np.int64,
+                         int(lens.sum()))
         first_at = np.unique(tb * B + tt, return_index=True)[1]  # first of each pair
         first_at.sort()  # back to table order (tables are by block)
         src.append(tb[first_at])
@@ -678,34 +680,36 @@ def _read_tables(reader: _TableReader, code: CodeTable, cand: np.ndarray,
     bad = np.zeros(len(cand), bool)
     if len(u):
         bad[u] = np.logical_and.reduceat(inside, np.cumsum(ulen) - ulen) == 0
-    split = np.cumsum(ulen)[:-1] if len(u) else []
-    entries = dict(zip(u.tolist(), np.split(blocks, split)))
+    entry_at = np.zeros(len(cand) + 1, np.int64)  # where each table's entries start
+    entry_at[u + 1] = ulen
+    np.cumsum(entry_at, out=entry_at)
+    flat = blocks.tolist()
 
+    # in block order: the reference's blocks, notes and tables (a block without a table
+    # and without a note is skipped: most of a binary whose loops hoist the table base)
+    fb = shapes.status == jt.FALLBACK
+    nb = (shapes.status == jt.NO_BOUND) | ((shapes.status == jt.FOUND) & ~found)
+    sel_mask = fb | nb | usable  # usable: a table, or a note of entries outside
+    fallback, no_bound, bad_l = fb.tolist(), nb.tolist(), bad.tolist()
     out: list[JumpTable] = []
-    status = shapes.status.tolist()
-    for i, b in enumerate(cand.tolist()):
-        st = status[i]
-        if st == jt.FALLBACK:
+    sel = np.flatnonzero(sel_mask)
+    cols = zip(sel.tolist(), cand[sel].tolist(), shapes.jump[sel].tolist(),
+               shapes.table[sel].tolist(), shapes.entry_size[sel].tolist(),
+               shapes.relative[sel].tolist(), cnt[sel].tolist(), entry_at[sel].tolist(),
+               entry_at[sel + 1].tolist())
+    for i, b, jump, table, esz, rel, n, e0, e1 in cols:
+        if fallback[i]:
             t = reader.read(b)
             if t is not None:
                 out.append(t)
-            continue
-        if st == jt.NO_TABLE:
-            continue
-        jump, table = int(shapes.jump[i]), int(shapes.table[i])
-        if st == jt.NO_BOUND or not found[i]:
+        elif no_bound[i]:
             reader.notes.append(f"jump at {jump:#x}: table at {table:#x} has no "
                                 "cmp/ja bound; successors unknown")
-        elif not usable[i]:
-            continue
-        elif bad[i]:
+        elif bad_l[i]:
             reader.notes.append(f"jump at {jump:#x}: table at {table:#x} has entries "
                                 "outside the function; successors unknown")
         else:
-            out.append(JumpTable(block=b, jump=jump, table=table,
-                                 entry_size=int(shapes.entry_size[i]),
-                                 relative=bool(shapes.relative[i]), entries=int(cnt[i]),
-                                 targets=entries[i].tolist()))
+            out.append(JumpTable(b, jump, table, esz, rel, n, flat[e0:e1]))
     return out
 
 
