@@ -26,6 +26,7 @@ decoded a second time (with operand details) to read their tables.
 from __future__ import annotations
 
 import functools
+import itertools
 import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -340,15 +341,12 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
     term[ind & ((md & MD_HAS_TAIL_CALL) != 0)] = T_TAIL_CALL
     # an indirect jump without the metadata bit (old map versions have no such bit): a
     # jump table if one decodes, else unknown
-    tables: list[JumpTable] = []
     notes: list[str] = []
     reader = _TableReader(binary, data, dis, m, code, start, end, rng, nxt, kind, targets,
                           key_sec, bfunc, notes)
-    for b in np.flatnonzero(term == T_INDIRECT).tolist():
-        jt = reader.read(b)
-        if jt is not None:
-            tables.append(jt)
-            term[b] = T_TABLE
+    tables = _read_tables(reader, code, np.flatnonzero(term == T_INDIRECT), lo_k, n_insn)
+    for jt in tables:
+        term[jt.block] = T_TABLE
 
     # successor lists
     src: list[np.ndarray] = []
@@ -368,12 +366,16 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
     add(falls, nxt, S_FALLTHROUGH)
     add(term == T_JUMP, tblock, S_JUMP)
     if tables:
-        tb = np.concatenate([np.full(len(set(t.targets)), t.block, np.int64) for t in tables])
-        tt = np.concatenate([np.array(sorted(set(t.targets), key=t.targets.index), np.int64)
-                             for t in tables])
-        src.append(tb)
-        dst.append(tt)
-        knd.append(np.full(len(tb), S_TABLE, np.uint8))
+        # each table's distinct entries, in table order (first occurrence)
+        lens = np.array([len(t.targets) for t in tables], np.int64)
+        tb = np.repeat(np.array([t.block for t in tables], np.int64), lens)
+        tt = np.fromiter(itertools.chain.from_iterable(t.targets for t in tables), np.int64,
+                         int(lens.sum()))
+        first_at = np.unique(tb * B + tt, return_index=True)[1]  # first of each pair
+        first_at.sort()  # back to table order (tables are by block)
+        src.append(tb[first_at])
+        dst.append(tt[first_at])
+        knd.append(np.full(len(first_at), S_TABLE, np.uint8))
     s = np.concatenate(src) if src else np.zeros(0, np.int64)
     d = np.concatenate(dst) if dst else np.zeros(0, np.int64)
     k = np.concatenate(knd) if knd else np.zeros(0, np.uint8)
@@ -385,15 +387,16 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
         indeg = np.bincount(d, minlength=B)
         cand = (indeg == 0) & ~((m.block_size == 0) & ~can_ft)
         cand[entry_of[entry_of >= 0]] = False
-        gs, gd = [], []
-        for b in unknown.tolist():
-            f = int(bfunc[b])
-            blk = np.arange(*_span(m, f))
-            hit = blk[cand[blk]]
-            gs.append(np.full(len(hit), b, np.int64))
-            gd.append(hit)
-        s = np.concatenate([s, *gs])
-        d = np.concatenate([d, *gd])
+        # every unknown jump's function's candidates, ascending, all jumps at once
+        cand_at = np.flatnonzero(cand)
+        f = bfunc[unknown]
+        lo = np.searchsorted(cand_at, m.range_block_ptr[m.func_range_ptr[f]])
+        hi = np.searchsorted(cand_at, m.range_block_ptr[m.func_range_ptr[f + 1]])
+        lens = hi - lo
+        gd = cand_at[np.repeat(lo - np.cumsum(lens) + lens, lens)
+                     + np.arange(int(lens.sum()))]
+        s = np.concatenate([s, np.repeat(unknown, lens)])
+        d = np.concatenate([d, gd])
         k = np.concatenate([k, np.full(len(s) - len(k), S_GUESS, np.uint8)])
     # one edge per (block, successor): a jcc whose target is its own fall-through block
     # is one successor, as in the compiler's CFG; the first kind listed wins
@@ -496,6 +499,24 @@ class _TableReader:
         ok = self.nxt >= 0
         prev[self.nxt[ok]] = np.flatnonzero(ok)
         return prev
+
+    def section_delta(self, addr: np.ndarray, n: np.ndarray) -> np.ndarray:
+        """File offset - address of the section :meth:`_read` reads [addr, addr + n) from
+        (the first that holds it), per element; ``jumptables.NO_SECTION`` where none does
+        or the file is shorter."""
+        from bbmap.binary.jumptables import NO_SECTION
+
+        addr = np.asarray(addr, np.int64)
+        n = np.asarray(n, np.int64)
+        out = np.full(len(addr), NO_SECTION, np.int64)
+        todo = np.ones(len(addr), bool)
+        for s in self.sections:
+            inside = todo & (addr >= s.sh_addr) & (addr + n <= s.sh_addr + s.sh_size)
+            out[inside] = s.sh_offset - s.sh_addr
+            todo &= ~inside
+        flen = len(self.data)
+        out[(out != NO_SECTION) & (addr + out + n > flen)] = NO_SECTION
+        return out
 
     def _insns(self, b: int) -> list:
         if self._cs is None:
@@ -616,6 +637,98 @@ class _TableReader:
                     index = _family(i.reg_name(ops[1].reg))
                 else:
                     return None
+        return None
+
+
+def _read_tables(reader: _TableReader, code: CodeTable, cand: np.ndarray,
+                 first_row: np.ndarray, n_insn: np.ndarray) -> list[JumpTable]:
+    """The jump tables of the blocks ``cand`` (ending in an indirect jump), in block order,
+    with the reference's notes: the shapes clang emits read from the instruction bytes for
+    all blocks at once (:mod:`bbmap.binary.jumptables`), any other block by the reference
+    (:meth:`_TableReader.read`, capstone with details).  Equal to the reference on every
+    block (tests/test_cfg_jump_tables.py)."""
+    from bbmap.binary import jumptables as jt
+
+    if not len(cand):
+        return []
+    image = _image(reader.data)
+    if reader.bits != 64 or not reader.little or image is None:
+        return [t for t in map(reader.read, cand.tolist()) if t is not None]
+    start, end = reader.start.astype(np.int64), reader.end.astype(np.int64)
+    p = reader.prev[cand]
+    pj = (p >= 0) & (reader.kind[np.maximum(p, 0)] == JCC)
+    pp = np.maximum(p, 0)
+    shapes = jt.decode_shapes(
+        image, code.start, code.size, first_row[cand], n_insn[cand].astype(np.int64),
+        start[cand], end[cand], reader.section_delta(start[cand], end[cand] - start[cand]),
+        pj, first_row[pp], np.where(pj, n_insn[pp], 0).astype(np.int64), start[pp], end[pp],
+        reader.section_delta(start[pp], end[pp] - start[pp]))
+    # the entries of every table with a usable bound, read and looked up at once
+    cnt = shapes.count
+    found = (shapes.status == jt.FOUND) & (cnt > 0) & (cnt <= JUMP_TABLE_MAX)
+    tab = shapes.table.astype(np.int64)
+    nbytes = np.where(found, cnt * shapes.entry_size, 0)
+    tdelta = reader.section_delta(tab, nbytes)
+    readable = found & (tdelta != jt.NO_SECTION)
+    # absolute entries of a PIE are filled by dynamic relocations
+    usable = readable & (shapes.relative | (reader.binary.e_type == "ET_EXEC"))
+    u = np.flatnonzero(usable)
+    ulen = cnt[u]
+    at = np.repeat(tab[u] + tdelta[u], ulen)
+    k = np.arange(int(ulen.sum())) - np.repeat(np.cumsum(ulen) - ulen, ulen)
+    size = np.repeat(shapes.entry_size[u], ulen)
+    off = at + k * size
+    vals = np.zeros(len(off), np.int64)
+    for w, dt in ((4, "<i4"), (8, "<u8")):
+        sel = size == w
+        if sel.any():
+            raw = image[off[sel][:, None] + np.arange(w)]
+            vals[sel] = raw.copy().view(dt).reshape(-1).astype(np.int64)
+    tgts = vals + np.where(np.repeat(shapes.relative[u], ulen), np.repeat(tab[u], ulen), 0)
+    owner = np.repeat(cand[u], ulen)
+    blocks = reader.targets.lookup(reader.key_sec[owner], tgts.astype(np.uint64))
+    inside = (blocks >= 0) & (reader.bfunc[np.maximum(blocks, 0)] == reader.bfunc[owner])
+    bad = np.zeros(len(cand), bool)
+    if len(u):
+        bad[u] = np.logical_and.reduceat(inside, np.cumsum(ulen) - ulen) == 0
+    entry_at = np.zeros(len(cand) + 1, np.int64)  # where each table's entries start
+    entry_at[u + 1] = ulen
+    np.cumsum(entry_at, out=entry_at)
+    flat = blocks.tolist()
+
+    # in block order: the reference's blocks, notes and tables (a block without a table
+    # and without a note is skipped: most of a binary whose loops hoist the table base)
+    fb = shapes.status == jt.FALLBACK
+    nb = (shapes.status == jt.NO_BOUND) | ((shapes.status == jt.FOUND) & ~found)
+    sel_mask = fb | nb | usable  # usable: a table, or a note of entries outside
+    fallback, no_bound, bad_l = fb.tolist(), nb.tolist(), bad.tolist()
+    out: list[JumpTable] = []
+    sel = np.flatnonzero(sel_mask)
+    cols = zip(sel.tolist(), cand[sel].tolist(), shapes.jump[sel].tolist(),
+               shapes.table[sel].tolist(), shapes.entry_size[sel].tolist(),
+               shapes.relative[sel].tolist(), cnt[sel].tolist(), entry_at[sel].tolist(),
+               entry_at[sel + 1].tolist())
+    for i, b, jump, table, esz, rel, n, e0, e1 in cols:
+        if fallback[i]:
+            t = reader.read(b)
+            if t is not None:
+                out.append(t)
+        elif no_bound[i]:
+            reader.notes.append(f"jump at {jump:#x}: table at {table:#x} has no "
+                                "cmp/ja bound; successors unknown")
+        elif bad_l[i]:
+            reader.notes.append(f"jump at {jump:#x}: table at {table:#x} has entries "
+                                "outside the function; successors unknown")
+        else:
+            out.append(JumpTable(b, jump, table, esz, rel, n, flat[e0:e1]))
+    return out
+
+
+def _image(data: Any) -> np.ndarray | None:
+    """The file's bytes as a numpy array (a view of the mapping), or None."""
+    try:
+        return np.frombuffer(data, np.uint8)
+    except (TypeError, ValueError):
         return None
 
 

@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """Benchmark ``bbmap annotate`` against ``perf report --stdio`` and check its memory bound.
 
-1. IP samples: generate a C program with many functions (default 20,000) that spreads its
-   time over all of them, build it with clang-22 ``-fbasic-block-address-map``, record it
-   with ``perf record -e cpu-clock -c 10000`` until the profile has >= 500,000 (and
-   2,000,000) samples, then time ``bbmap annotate`` (text, JSON and CSV with inference off;
-   JSON and CSV with inference on) and ``perf report --stdio`` on the same file, in turn,
-   and print each ratio with the spread and the load average; the JSON/CSV bytes are
-   checked against the previous renderers.
+1. IP samples: generate C programs with many functions (default 20,000) that spread their
+   time over all of them -- ``manyfuncs`` (small loops and branches, ``-O1``) and
+   ``switchy`` (bench/switch_program.py: most functions built around switches of 4-64
+   cases, ``-O2``: tens of thousands of jump tables) --, build them with clang-22
+   ``-fbasic-block-address-map``, record each with ``perf record -e cpu-clock -c 10000``
+   until the profile has >= 500,000 (and 2,000,000) samples, then time ``bbmap annotate``
+   (text, JSON and CSV with inference off; JSON and CSV with inference on, the disassembly
+   cache filled, empty (first run) and off) and ``perf report --stdio`` on the same file,
+   in turn, and print each ratio with the spread and the load average; the JSON/CSV bytes
+   are checked against the previous renderers, and the cache entry must survive the cached
+   runs unwritten.
 2. LBR: write a synthetic LBR profile of >= 1 GB (32-entry stacks over the same binary's
    blocks) with ``bbmap.perf.writer.PerfWriter`` and run ``bbmap annotate`` on it in a
    subprocess, reporting wall time and peak RSS (limit: 1 GB).
 
     python bench/bench_annotate.py [--workdir /tmp/bbmap-bench-annotate] [--functions 20000]
+                                   [--binaries manyfuncs,switchy]
                                    [--samples 500000,2000000] [--rounds 5] [--solver auto]
                                    [--lbr-gb 1.0] [--skip-ip] [--skip-lbr]
 
@@ -35,6 +40,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
 BASE = 0x5555_5555_4000  # where the synthetic LBR profile maps the binary (page aligned)
 
@@ -104,8 +110,21 @@ def count_samples(path: str) -> int:
     return sum(len(b) for b in PerfData(path).samples(branches=False))
 
 
+def build_binary(d: str, name: str, nfunc: int) -> str:
+    """The bench binary ``name``: ``manyfuncs`` (this file's program) or ``switchy``
+    (bench/switch_program.py, clang-22 -O2 PIE)."""
+    if name == "manyfuncs":
+        return build_program(d, nfunc)
+    if name == "switchy":
+        import switch_program
+
+        return switch_program.build(d, nfunc)
+    raise SystemExit(f"no bench binary {name!r} (manyfuncs, switchy)")
+
+
 def record_ip(d: str, exe: str, want: int) -> str:
-    data = os.path.join(d, f"ip{want}.data")
+    name = os.path.basename(exe)
+    data = os.path.join(d, f"ip{want}.data" if name == "manyfuncs" else f"{name}-ip{want}.data")
     if os.path.exists(data) and count_samples(data) >= want:
         return data
     secs = want / 80_000  # cpu-clock at -c 10000 ns gives <= 100k samples per CPU second
@@ -167,7 +186,8 @@ def spread(ts: list[float]) -> str:
 # disassembles and writes the cache) and a repeated run (the cache filled beforehand)
 IP_CASES = (("text", ["--inference", "off"], ""), ("json", ["--inference", "off"], ""),
             ("csv", ["--inference", "off"], ""), ("json", [], "first run"),
-            ("csv", [], "first run"), ("json", [], "cached"), ("csv", [], "cached"))
+            ("csv", [], "first run"), ("json", [], "cached"), ("csv", [], "cached"),
+            ("json", [], "no cache"))
 
 
 def bench_ip(d: str, exe: str, want: int, rounds: int, solver: str = "auto") -> None:
@@ -183,19 +203,22 @@ def bench_ip(d: str, exe: str, want: int, rounds: int, solver: str = "auto") -> 
     cmds = {}
     cached_dir = os.path.join(d, "disasm-cache")
     shutil.rmtree(cached_dir, ignore_errors=True)
+    name = os.path.basename(exe)
     for fmt, extra, cache in IP_CASES:
         label = f"annotate --format {fmt}" + (" --inference off" if extra else
                                               f" (inference auto, {solver}, {cache})")
-        tag = "-noinf" if extra else ("-first" if cache == "first run" else "")
-        out = os.path.join(d, f"ip-{fmt}{tag}.out")
+        tag = "-noinf" if extra else {"first run": "-first", "no cache": "-nocache"}.get(
+            cache, "")
+        out = os.path.join(d, f"{name}-ip-{fmt}{tag}.out")
         cmds[label] = (bbmap_cmd("annotate", data, exe, "--format", fmt, *extra,
                                  "--inference-solver", solver, "-o", out), out, cache)
     perf = ["perf", "report", "--stdio", "-i", data]
     times: dict[str, list[float]] = {k: [] for k in [*cmds, "perf"]}
     cpu: dict[str, list[float]] = {k: [] for k in [*cmds, "perf"]}
-    print(f"IP profile: {n} samples, binary with {nfun} function symbols ({data})")
+    print(f"IP profile: {n} samples, binary {name} with {nfun} function symbols ({data})")
     timed_cpu(next(c for c, _o, k in cmds.values() if k == "cached"),
               {"BBMAP_CACHE_DIR": cached_dir})  # fills the cache of the "cached" rows
+    entry = _entry_state(cached_dir)
     print("  load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for _ in range(rounds):
         for k, cmd, cache in [*((k, c, x) for k, (c, _o, x) in cmds.items()),
@@ -203,6 +226,8 @@ def bench_ip(d: str, exe: str, want: int, rounds: int, solver: str = "auto") -> 
             first = tempfile.mkdtemp(prefix="bbmap-bench-cache-") if cache == "first run" \
                 else None
             env = {"BBMAP_CACHE_DIR": first or cached_dir}
+            if cache == "no cache":
+                env["BBMAP_NO_CACHE"] = "1"
             w, c = timed_cpu(cmd, env)
             if first:
                 shutil.rmtree(first, ignore_errors=True)
@@ -217,12 +242,35 @@ def bench_ip(d: str, exe: str, want: int, rounds: int, solver: str = "auto") -> 
         bc = statistics.median(cpu[k])
         print(f"  bbmap {k:52s}: {spread(times[k])}  cpu {bc:5.2f} s   ratio {b / p:5.2f}"
               f"  (min/min {min(times[k]) / min(times['perf']):.2f}, cpu {bc / pc:.2f})")
-    check_bytes(data, exe, {k: v[1] for k, v in cmds.items() if v[2] != "first run"}, solver)
+    row = {x: lbl for lbl, (_c, _o, x) in cmds.items() if "--format json" in lbl and x}
+    cached, nocache, first = (statistics.median(times[row[x]])
+                              for x in ("cached", "no cache", "first run"))
+    print(f"  json with inference: cached {cached:.2f} s, no cache {nocache:.2f} s, first run "
+          f"{first:.2f} s: cached/no cache {cached / nocache:.2f}, first/no cache "
+          f"{first / nocache:.2f}")
+    print(f"  the cache entry was left alone by the cached runs (same inode, size, mtime): "
+          f"{'yes' if _entry_state(cached_dir) == entry else 'NO'}")
+    check_bytes(data, exe, {k: v[1] for k, v in cmds.items()
+                            if v[2] not in ("first run", "no cache")}, solver)
     for fmt in ("json", "csv"):
-        with open(os.path.join(d, f"ip-{fmt}-first.out"), "rb") as a, \
-                open(os.path.join(d, f"ip-{fmt}.out"), "rb") as b:
+        with open(os.path.join(d, f"{name}-ip-{fmt}-first.out"), "rb") as a, \
+                open(os.path.join(d, f"{name}-ip-{fmt}.out"), "rb") as b:
             print(f"  {fmt}: first-run and cached outputs are the same bytes: "
                   f"{'yes' if a.read() == b.read() else 'NO'}")
+    with open(os.path.join(d, f"{name}-ip-json-nocache.out"), "rb") as a, \
+            open(os.path.join(d, f"{name}-ip-json.out"), "rb") as b:
+        print(f"  json: no-cache and cached outputs are the same bytes: "
+              f"{'yes' if a.read() == b.read() else 'NO'}")
+
+
+def _entry_state(directory: str) -> list[tuple[str, int, int, int]]:
+    """(name, inode, size, mtime) of every cache entry in ``directory``."""
+    out = []
+    for e in sorted(os.scandir(directory), key=lambda e: e.name) if os.path.isdir(
+            directory) else []:
+        st = e.stat()
+        out.append((e.name, st.st_ino, st.st_size, st.st_mtime_ns))
+    return out
 
 
 def check_bytes(data: str, exe: str, outs: dict[str, str], solver: str) -> None:
@@ -305,6 +353,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", default="/tmp/bbmap-bench-annotate")
     ap.add_argument("--functions", type=int, default=20000)
+    ap.add_argument("--binaries", default="manyfuncs,switchy",
+                    help="bench binaries, comma-separated: manyfuncs (loops and branches), "
+                         "switchy (jump-table-heavy, bench/switch_program.py)")
     ap.add_argument("--samples", default="500000,2000000",
                     help="IP profiles to record and time, by sample count (comma-separated; "
                          "issue 17's budgets: <= 1.0x perf report at 500k, <= 0.5x at 2M)")
@@ -317,7 +368,7 @@ def main() -> None:
     ap.add_argument("--skip-lbr", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
-    exe = build_program(a.workdir, a.functions)
+    exes = [build_binary(a.workdir, x.strip(), a.functions) for x in a.binaries.split(",")]
     import compileall
 
     import bbmap
@@ -325,10 +376,11 @@ def main() -> None:
     compileall.compile_dir(os.path.dirname(bbmap.__file__), quiet=1)  # as pip install does
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if not a.skip_ip:
-        for want in (int(x) for x in a.samples.split(",")):
-            bench_ip(a.workdir, exe, want, a.rounds, a.solver)
+        for exe in exes:
+            for want in (int(x) for x in a.samples.split(",")):
+                bench_ip(a.workdir, exe, want, a.rounds, a.solver)
     if not a.skip_lbr:
-        bench_lbr(a.workdir, exe, a.lbr_gb)
+        bench_lbr(a.workdir, build_program(a.workdir, a.functions), a.lbr_gb)
     resource.getrusage(resource.RUSAGE_SELF)
 
 

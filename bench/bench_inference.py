@@ -328,7 +328,7 @@ def speed(workdir: str, solvers: list[str]) -> None:
     print(f"annotate {t1 - t0:.2f} s; CFG recovery of {b.block_map.num_functions} functions "
           f"{t2 - t1:.2f} s")
     for s in solvers:
-        for model in ("insn", "skid"):
+        for model in ("insn", "time"):
             times = []
             for _ in range(3):
                 t = time.perf_counter()
@@ -344,8 +344,8 @@ def main() -> None:
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--workdir", default="/tmp/bbmap-bench-annotate")
     ap.add_argument("--solver", default="auto")
-    ap.add_argument("--models", default="insn,skid",
-                    help="sample models (bbmap/inference/weights.py): insn,bytes,block,skid")
+    ap.add_argument("--models", default="insn,time",
+                    help="sample models (bbmap/inference/weights.py): precise,time,insn,bytes,block")
     ap.add_argument("--e2e", action="append", default=None, metavar="DIR",
                     help="a bench_e2e program directory (baseline, ip*.perf.data, "
                          "lbr/exact-counts.json); default: " + E2E_DEFAULT)

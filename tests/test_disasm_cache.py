@@ -323,3 +323,33 @@ def test_capstone_version_is_the_same_before_and_after_importing_it():
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert got.returncode == 0, got.stderr
     assert got.stdout.strip()
+
+
+@pytest.mark.skipif(not os.path.exists(PIE_PROFILE), reason="corpus not built")
+def test_a_repeated_run_leaves_the_entry_alone(tmp_path, monkeypatch):
+    """A hit reads the entry and writes nothing: the file keeps its inode, size and mtime
+    (the LRU mark is renewed only once it is older than ``TOUCH_AFTER``), and the output
+    is the same bytes."""
+    from bbmap.binary import disasm_cache
+    from bbmap.cli import main
+
+    monkeypatch.setenv("BBMAP_CACHE_DIR", str(tmp_path / "cache"))
+    args = ["annotate", PIE_PROFILE, str(PIE_BINARY), "--inference", "on", "--format",
+            "json", "--inference-solver", "builtin"]
+    outs, stats = [], []
+    for _ in range(3):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 0, r.output
+        outs.append(r.stdout)
+        st = os.stat(_entry(tmp_path / "cache"))
+        stats.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    assert outs[0] == outs[1] == outs[2]
+    assert stats[0] == stats[1] == stats[2]
+    # an entry last used long ago is marked used again (once), still not rewritten
+    p = _entry(tmp_path / "cache")
+    old = int((os.stat(p).st_mtime - 2 * disasm_cache.TOUCH_AFTER) * 1e9)
+    os.utime(p, ns=(old, old))
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0 and r.stdout == outs[0]
+    st = os.stat(p)
+    assert st.st_ino == stats[0][0] and st.st_mtime_ns > old

@@ -35,6 +35,7 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 
 import numpy as np
 
@@ -52,6 +53,8 @@ from bbmap.binary.disasm import (
 CACHE_VERSION = 3  # bump when an entry's layout or the sweep's output changes
 CACHE_MAX_BYTES = 256 << 20  # the whole directory (an entry: ~11 bytes per instruction,
 # 3.8 MB for the 20,000-function bench binary)
+TOUCH_AFTER = 3600.0  # seconds: a hit marks its entry recently used (mtime, for the LRU
+# trim) only when it was last marked longer ago, so repeated runs leave the file alone
 ENV_DIR = "BBMAP_CACHE_DIR"
 ENV_OFF = "BBMAP_NO_CACHE"
 _SUFFIX = ".bbdis"
@@ -123,7 +126,8 @@ class DisasmCache:
         p = self.path(key)
         try:
             with open(p, "rb") as fh:
-                raw = bytearray(os.fstat(fh.fileno()).st_size)  # writable columns
+                st = os.fstat(fh.fileno())
+                raw = bytearray(st.st_size)  # writable columns
                 if fh.readinto(raw) != len(raw):
                     raise ValueError("the entry changed while it was read")
             got = decode_entry(raw)
@@ -140,8 +144,9 @@ class DisasmCache:
             self.warnings.append(f"disassembly cache entry {p} is not valid ({e}); "
                                  "ignored, the binary is disassembled again")
             return None
-        with contextlib.suppress(OSError):
-            os.utime(p)  # recently used
+        if time.time() - st.st_mtime > TOUCH_AFTER:
+            with contextlib.suppress(OSError):
+                os.utime(p)  # recently used (at most once per TOUCH_AFTER)
         return out
 
     def store(self, key: str, covered: np.ndarray, swept: SweptRows) -> None:

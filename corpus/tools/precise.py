@@ -30,7 +30,8 @@ retirement number.  Beside it:
 * ``exact-counts.json``: the same run's block executions and every taken intra-binary
   branch, in lbr.py's schema (``instructions``: retired instructions of the whole process);
 * ``precise-info.json``: parameters, the base address and mappings, sample counts (total,
-  in the binary, per object), instruction counts;
+  in the binary, per object), retired instructions (total, in the binary; a ``rep``
+  instruction once) and ``rep_iterations``;
 * ``command.txt``; and in ``--work``: ``NAME.expected.txt``, the IP and object of every
   sample as written, which ``--check`` compares with ``perf script -F event,ip,dso``.
 
@@ -99,6 +100,8 @@ class InstructionSampler:
         self.rng = random.Random(seed)
         self.next_at = self._draw()  # retirement number (1-based) of the next sample
         self.total = 0  # instructions retired so far
+        self.in_binary = 0  # of them, in the binary's text [lo, hi) (set by the caller)
+        self.lo = self.hi = 0
         self.rep_iterations = 0
         self.ips: list[int] = []
         self._lens = np.zeros(0, np.int64)
@@ -119,7 +122,7 @@ class InstructionSampler:
         if not len(at):
             return
         ids = sbs.lookup(seq[at])
-        lens = self._lengths(sbs)[ids].copy()
+        lens = self._lengths(sbs)[ids]
         # a rep string instruction's further iterations: an entry at the rep instruction
         # the superblock just before ended in
         before = at - 1
@@ -131,6 +134,8 @@ class InstructionSampler:
             idx = np.flatnonzero(ok)[rep]
             self.rep_iterations += int(len(idx))
             lens[idx] = 0
+        inside = (seq[at] >= np.uint64(self.lo)) & (seq[at] < np.uint64(self.hi))
+        self.in_binary += int(lens[inside].sum())
         cum = self.total + np.cumsum(lens)
         last = int(cum[-1])
         targets = []
@@ -172,6 +177,7 @@ def run(args: argparse.Namespace) -> None:
         me, base, lo, hi = lbr.binary_mapping(tables, binary, lay, user_maps)
         space = lbr.AddressSpace(user_maps)
         lbr.write_side_records(w, PID, binary, lay, me, space)
+        sampler.lo, sampler.hi = lo, hi
         ctx.update(base=base, lo=lo, hi=hi, entry=base + lay["entry"], me=me, space=space,
                    scope="user", starts={base + b["vaddr"] for b in blocks if b["size"] > 0},
                    sampler=None, observe=sampler.observe, edges=lbr.EdgeCounter())
@@ -225,7 +231,7 @@ def run(args: argparse.Namespace) -> None:
         "samples": len(sampler.ips), "samples_in_binary": in_bin,
         "samples_by_object": dict(sorted(by_object.items())),
         "instructions": sampler.total,
-        "instructions_in_binary": extra["instructions_in_binary"],
+        "instructions_in_binary": sampler.in_binary,
         "rep_iterations": sampler.rep_iterations,
         "superblocks": extra["superblocks"],
         "superblocks_outside_client_code": extra["superblocks_outside_traced_code"],
@@ -242,7 +248,7 @@ def run(args: argparse.Namespace) -> None:
         f"--vex-guest-max-insns={lbr.MAX_INSNS} {' '.join(lbr.EXACT_VEX)} {binary} "
         f"{' '.join(argv)} | tools/precise.py --every {args.every} --seed {args.seed}\n")
     print(f"precise: {out.name}: {sampler.total} instructions "
-          f"({extra['instructions_in_binary']} in the binary), {len(sampler.ips)} samples "
+          f"({sampler.in_binary} in the binary), {len(sampler.ips)} samples "
           f"({in_bin} in the binary), base 0x{base:x}, {time.monotonic() - t0:.1f} s",
           file=sys.stderr)
 
