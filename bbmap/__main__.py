@@ -30,12 +30,31 @@ def run() -> None:
 
         sys.stdout.write(f"bbmap, version {__version__}\n")  # what click's option prints
         return
-    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
-    from bbmap.cli import main, quick_exit_allowed
+    try:  # a signal while the CLI loads: the same line and code as in a command
+        gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+        import signal
+
+        policy = [sig for sig in (signal.SIGINT, signal.SIGTERM)  # an ignored one stays so
+                  if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler)]
+        for sig in policy:  # nothing to clean up yet: end at once
+            signal.signal(sig, lambda signum, frame: _exit_on_signal(signum))
+        from bbmap.atomic import raise_later
+
+        for sig in policy:  # from here on: raised, so that outputs are cleaned up
+            signal.signal(sig, raise_later)
+        from bbmap.cli import main, quick_exit_allowed
+    except BaseException as e:  # (Terminated may not be imported yet: matched by name)
+        if type(e).__name__ in ("KeyboardInterrupt", "Terminated"):
+            _exit_on_signal(2 if isinstance(e, KeyboardInterrupt) else 15)
+        raise
 
     try:
         main(prog_name="bbmap")
     except SystemExit as e:
+        # the outcome is decided and the outputs settled: a signal now (the interpreter's
+        # teardown) ends the process at once with its own code, never a traceback
+        signal.signal(signal.SIGINT, lambda signum, frame: _exit_on_signal(signum))
+        signal.signal(signal.SIGTERM, lambda signum, frame: _exit_on_signal(signum))
         if quick_exit_allowed() and (e.code is None or isinstance(e.code, int)):
             try:
                 sys.stdout.flush()
@@ -44,6 +63,12 @@ def run() -> None:
                 raise e from None  # the usual exit reports it
             os._exit(e.code or 0)
         raise
+
+
+def _exit_on_signal(signum: int) -> None:
+    """One line and exit 128 + signum (SIGINT 2, SIGTERM 15), at once."""
+    os.write(2, b"bbmap: interrupted\n" if signum == 2 else b"bbmap: terminated\n")
+    os._exit(128 + signum)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,15 @@ device, a FIFO, a terminal, ``/dev/stdout`` -- is written through in place.  Eve
 failure is a :class:`~bbmap.errors.BBMapError` naming the output path (never the
 temporary file).  Text is UTF-8; file names that are not (``os.fsdecode`` surrogates)
 are written back as the bytes they came from.
+
+A command's outputs are held until its exit code is known (:class:`OutputRun`, opened by
+the CLI around every command): a good output must never be replaced by a worse one, and
+the writer cannot know whether the run will fail after it wrote.  Exit 0 renames them
+into place; a failing run (exit 1, 2 or 3) leaves an existing file exactly as it was and
+puts what it wrote beside it as ``FILE.partial`` (a new file receives it directly: the
+exit code says it is incomplete); an interrupted run (a signal, SIGPIPE) leaves nothing.
+Library callers, and files that are not a command's outputs (the disassembly cache),
+are renamed as soon as they are written.
 """
 
 from __future__ import annotations
@@ -41,6 +50,9 @@ class _Held:
 
     depth = 0
     pending: BaseException | None = None
+    # the last SIGINT/SIGTERM raise_later saw: an exception raised where Python cannot
+    # propagate it (a __del__, a weakref callback) is lost, the signal is not
+    received = 0
 
 
 @contextlib.contextmanager
@@ -55,8 +67,28 @@ def _held() -> Iterator[None]:
             raise exc
 
 
+def raise_later(signum: int, frame: object) -> None:
+    """The handler of SIGTERM and SIGINT while bbmap runs a command: raise
+    :class:`Terminated` or KeyboardInterrupt, once a temporary file's name is known."""
+    exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    _Held.received = signum
+    if _Held.depth:
+        _Held.pending = _Held.pending or exc
+        return
+    raise exc
+
+
+def signal_received(reset: bool = False) -> int:
+    """The last SIGINT or SIGTERM seen by :func:`raise_later` (0: none); ``reset`` forgets
+    it (a command starting)."""
+    got = _Held.received
+    if reset:
+        _Held.received = 0
+    return got
+
+
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
+def signals_raise() -> Iterator[None]:
     """While writing: SIGTERM raises :class:`Terminated` instead of killing the process
     with a temporary file left behind (only where the default action was in force), and
     SIGINT's KeyboardInterrupt (where Python's default handler is in force) waits, like
@@ -66,14 +98,6 @@ def _sigterm_raises() -> Iterator[None]:
         return
     term = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     intr = signal.getsignal(signal.SIGINT) is signal.default_int_handler
-
-    def raise_later(signum: int, frame: object) -> None:
-        exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-        if _Held.depth:
-            _Held.pending = _Held.pending or exc
-            return
-        raise exc
-
     if term:
         signal.signal(signal.SIGTERM, raise_later)
     if intr:
@@ -119,9 +143,11 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
             with open(target, mode.replace("w", "a"), encoding=enc, errors=errors) as fh:
                 yield fh
         except OSError as e:
+            if e.errno == errno.EPIPE:  # `-o /dev/stdout | head`: the reader left (141)
+                raise BrokenPipeError(e.errno, e.strerror) from None
             raise _output_error(path, e) from None
         return
-    with _sigterm_raises():
+    with signals_raise():
         yield from _write_renamed(path, real, st, mode, enc, errors)
 
 
@@ -149,7 +175,11 @@ def _write_renamed(path: str, real: str, st: os.stat_result | None, mode: str,
             fh.flush()
         # no fsync: the rename is what readers see atomically; forcing a few hundred MB of
         # JSON to disk before returning would cost more than producing it
-        os.replace(tmp, real)
+        run = OutputRun.current
+        if run is not None and real in run.targets:
+            run.hold(real, tmp)  # renamed (or not) once the run's exit code is known
+        else:
+            os.replace(tmp, real)
     except BaseException as e:
         if fd >= 0:
             with contextlib.suppress(OSError):
@@ -208,6 +238,85 @@ def _fd_alias(path: str) -> int | None:
 
 def _output_error(path: str, e: OSError) -> BBMapError:
     return BBMapError(f"cannot write output: {e.strerror or e}", file=path)
+
+
+class OutputRun:
+    """The outputs of one command run, held as temporary files beside their targets until
+    the run's exit code says where they go (:meth:`settle`).
+
+    Only the paths named when the run begins (the command's ``-o`` and the like) are held;
+    every writer (``atomic_open``, ``write_atomic``, the aggregate and perf.data writers)
+    goes through ``_write_renamed``, so the rule holds for all of them in one place."""
+
+    current: OutputRun | None = None
+
+    def __init__(self, paths: list[str]) -> None:
+        self.targets = {os.path.realpath(p): p for p in paths}
+        self.held: dict[str, str] = {}  # target (real path) -> its temporary file
+
+    def __enter__(self) -> OutputRun:
+        OutputRun.current = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        OutputRun.current = None
+        self.discard()  # settle() was not reached (an exception): nothing is renamed
+
+    def hold(self, real: str, tmp: str) -> None:
+        old = self.held.pop(real, None)
+        if old is not None:  # written twice: the later output wins
+            with contextlib.suppress(OSError):
+                os.unlink(old)
+        self.held[real] = tmp
+
+    def discard(self) -> None:
+        """Remove every held temporary file (an interrupted run leaves nothing)."""
+        for tmp in self.held.values():
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        self.held.clear()
+
+    def settle(self, code: int) -> list[str]:
+        """Rename the held outputs as exit ``code`` says; returns what stderr must say.
+
+        0: each replaces its target.  1, 2, 3 (the run failed or is incomplete): an
+        existing regular file is left exactly as it was and the output goes to
+        ``FILE.partial`` beside it (an empty one is dropped); a new target receives it
+        (unless empty).  Anything else (130, 141, 143): every held file is removed."""
+        said: list[str] = []
+        try:
+            for real, tmp in list(self.held.items()):
+                shown = self.targets.get(real, real)
+                if code == 0:
+                    os.replace(tmp, real)
+                elif code not in (1, 2, 3):
+                    os.unlink(tmp)
+                elif os.path.isfile(real):
+                    if os.path.getsize(tmp) == 0:
+                        os.unlink(tmp)
+                        said.append(f"{shown} not replaced (the run failed with exit {code} "
+                                    "and wrote nothing): it keeps its previous contents")
+                        continue
+                    partial = real + ".partial"
+                    os.replace(tmp, partial)
+                    said.append(f"{shown} not replaced (the run failed with exit {code}): it "
+                                "keeps its previous contents; this run's incomplete output "
+                                f"is in {_beside(shown, partial)}")
+                elif os.path.getsize(tmp) == 0:
+                    os.unlink(tmp)
+                else:
+                    os.replace(tmp, real)
+                del self.held[real]
+        except OSError as e:
+            self.discard()
+            raise _output_error(shown, e) from None
+        return said
+
+
+def _beside(shown: str, partial: str) -> str:
+    """``FILE.partial`` as the user named FILE (its real path when FILE is a link)."""
+    named = shown + ".partial"
+    return named if os.path.realpath(named) == partial else partial
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:

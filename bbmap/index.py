@@ -433,7 +433,10 @@ class BlockIndex:
             out["status"] = STATUS_NAMES[OUTSIDE_FUNCTION]
             return out
         g = self.regions[j]
-        s1 = {"found": vaddr < g.end, "function": self.func_names[g.func], "func": g.func,
+        # (the indexes into the arrays are *_index; "block" and "range" are what readobj
+        # and the text report call them: the block's ID, the range's place in its function)
+        s1 = {"found": vaddr < g.end, "function": self.func_names[g.func],
+              "function_index": g.func,
               "start": g.start, "end": g.end,
               "from": "block map" if g.source == SOURCE_MAP else "symbol table"}
         if vaddr >= g.end:
@@ -449,7 +452,8 @@ class BlockIndex:
             return out
         f = range_function(bm, g.range)
         r0 = int(bm.func_range_ptr[f])
-        out["stage2"] = {"found": True, "range": g.range, "range_ordinal": g.range - r0,
+        out["stage2"] = {"found": True, "range": g.range - r0, "range_index": g.range,
+                         "range_ordinal": g.range - r0,
                          "ranges_in_function": int(bm.func_range_ptr[f + 1]) - r0,
                          "base": int(bm.range_base[g.range])}
         blocks = list(bm.range_blocks(g.range))
@@ -475,7 +479,8 @@ class BlockIndex:
             s3["blocks_at_address"] = [int(bm.block_id[b]) for b in at]
         if chosen >= 0:
             bs = base + int(bm.block_offset[chosen])
-            s3.update(block=chosen, block_id=int(bm.block_id[chosen]), start=bs,
+            s3.update(block=int(bm.block_id[chosen]), block_index=chosen,
+                      block_id=int(bm.block_id[chosen]), start=bs,
                       end=bs + int(bm.block_size[chosen]), size=int(bm.block_size[chosen]))
         out["stage3"] = s3
         out["status"] = STATUS_NAMES[IN_BLOCK if chosen >= 0 else IN_FUNCTION_NO_BLOCK]

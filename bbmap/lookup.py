@@ -55,9 +55,19 @@ class AddressReport:
     explain: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        if not self.explain:
-            d.pop("explain")
+        """The report as the text says it: ``block`` is the block's ID (llvm-readobj's
+        ``ID``), ``range`` its range's place in the function; the positions in bbmap's
+        arrays are the ``*_index`` fields."""
+        d: dict[str, Any] = {}
+        for k, v in asdict(self).items():
+            if k == "func":
+                d["function_index"] = v
+            elif k == "range":
+                d.update(range=self.range_ordinal, range_index=v)
+            elif k == "block":
+                d.update(block=self.block_id, block_index=v)
+            elif k != "explain" or self.explain:
+                d[k] = v
         return d
 
 

@@ -250,3 +250,52 @@ def test_undecodable_samples_are_the_reason_not_no_samples(tmp_path):
     code, out = cli("annotate", str(bad), PIE_BINARY)
     line = one_error_line(out)
     assert code == 1 and "3002 SAMPLE records" in line and "decoded" in line, line
+
+
+def _cut(src: str, n: int, tmp_path, name: str) -> str:
+    out = tmp_path / name
+    with open(src, "rb") as fh:
+        out.write_bytes(fh.read(n))
+    return str(out)
+
+
+@have_corpus
+@pytest.mark.parametrize("case", [
+    "perf-info-json-damaged", "perf-info-damaged", "annotate-json-damaged",
+    "annotate-wrong-binary", "layout-wrong-binary", "cfg-wrong-binary", "dump-cut-elf",
+    "dump-json-cut-elf", "verify-cut-elf", "verify-json-cut-elf", "lookup-outside",
+    "lookup-json-outside", "verify-object-relocations-cut",
+])
+def test_every_non_zero_exit_says_why_on_stderr(tmp_path, case):
+    """Was: ``perf-info --json`` on a damaged file exited 1 with nothing on stderr (the
+    reason only inside the JSON on stdout), and verify's exit 1 said nothing there either."""
+    import struct
+    prof = _cut(PIE_PROFILE, 500, tmp_path, "cut.data")
+    elf = _cut(PIE_BINARY, 3000, tmp_path, "cut.elf")
+    other = PIE_BINARY.replace("addrmap", "list")  # another build: nothing maps
+    obj = tmp_path / "relocations-cut.o"
+    with open(os.path.join(CORPUS, "bin", "clang-22", "addrmap", "layout.o"), "rb") as fh:
+        data = bytearray(fh.read())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    size, = struct.unpack_from("<Q", data, shoff + 3 * 64 + 32)  # [3] .rela.text
+    struct.pack_into("<Q", data, shoff + 3 * 64 + 32, size - 1)
+    obj.write_bytes(bytes(data))
+    args = {
+        "perf-info-json-damaged": ["perf-info", "--json", prof],
+        "perf-info-damaged": ["perf-info", prof],
+        "annotate-json-damaged": ["annotate", prof, PIE_BINARY, "--format", "json"],
+        "annotate-wrong-binary": ["annotate", PIE_PROFILE, other, "--format", "json"],
+        "layout-wrong-binary": ["layout", PIE_PROFILE, other, "--json"],
+        "cfg-wrong-binary": ["cfg", PIE_PROFILE, other, "-o", str(tmp_path / "c.svg")],
+        "dump-cut-elf": ["dump", elf],
+        "dump-json-cut-elf": ["dump", "--json", elf],
+        "verify-cut-elf": ["verify", elf],
+        "verify-json-cut-elf": ["verify", "--json", elf],
+        "lookup-outside": ["lookup", PIE_BINARY, "0xffffff00", "--offset"],
+        "lookup-json-outside": ["lookup", PIE_BINARY, "0xffffff00", "--offset", "--json"],
+        "verify-object-relocations-cut": ["verify", "--json", str(obj)],
+    }[case]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code != 0, (case, r.output)
+    assert r.stderr.strip(), f"{case}: exit {r.exit_code} with nothing on stderr"
+    assert "Traceback" not in r.output and "internal error" not in r.output, r.output

@@ -100,18 +100,157 @@ def test_undecodable_file_names_can_be_written(tmp_path):
 
 
 # --------------------------------------------------------------------------- commands
+# ------------------------------------------------------ outputs checked before any work
+# Every command that writes, with an input that does not exist: an output problem must be
+# found first (exit 2, naming the output), so nothing was loaded or run before it.
+MISSING_IN = "/nonexistent/perf.data"
+WRITERS = [
+    ("annotate", MISSING_IN, PIE_BINARY, "--format", "json", "-o", "{out}"),
+    ("annotate", MISSING_IN, PIE_BINARY, "--format", "aggregate", "-o", "{out}"),
+    ("perf-info", MISSING_IN, "--json", "-o", "{out}"),
+    ("verify", "/nonexistent/app", "-o", "{out}"),
+    ("verify", PIE_BINARY, "--profile", MISSING_IN, "-o", "{out}"),
+    ("dump", "/nonexistent/app", "-o", "{out}"),
+    ("cfg", MISSING_IN, PIE_BINARY, "-o", "{out}"),
+    ("cfg", MISSING_IN, PIE_BINARY, "--format", "dot", "-o", "{out}"),
+    ("layout", MISSING_IN, PIE_BINARY, "-o", "{out}"),
+    ("layout", MISSING_IN, PIE_BINARY, "--cc-profile", "{out}"),
+    ("layout", MISSING_IN, PIE_BINARY, "--ld-profile", "{out}"),
+    ("merge", "/nonexistent/a.parquet", "-o", "{out}"),
+    ("fleet", MISSING_IN, PIE_BINARY, "--local-workers", "1", "-o", "{out}"),
+    ("fleet", MISSING_IN, PIE_BINARY, "--json", "{out}", "-o", "{tmp}/ok.parquet"),
+]
+
+
+@have_corpus
+@pytest.mark.parametrize("cmd", WRITERS, ids=lambda c: " ".join(
+    [c[0], *(a for a in c[1:] if a.startswith("-"))]))
+@pytest.mark.parametrize("where", ["missing-dir", "a-directory", "read-only-dir"])
+def test_an_unwritable_output_is_exit_2_before_any_work(tmp_path, cmd, where):
+    """Was: exit 3 after all the work (fleet: the whole Dask job) and a missing input
+    reported first; now one line naming the output, before anything is read."""
+    if where == "read-only-dir" and os.geteuid() == 0:
+        pytest.skip("root writes into read-only directories")
+    out = {"missing-dir": tmp_path / "missing" / "out.txt",
+           "a-directory": tmp_path,
+           "read-only-dir": tmp_path / "ro" / "out.txt"}[where]
+    if where == "read-only-dir":
+        out.parent.mkdir()
+        out.parent.chmod(0o500)
+    code, text = cli(*[a.format(out=out, tmp=tmp_path) for a in cmd])
+    line = one_error_line(text)
+    assert code == 2 and str(out) in line and "/nonexistent" not in line, text
+    assert "cannot write output" in line, line
+
+
 @have_corpus
 @pytest.mark.parametrize("cmd", [
-    ("annotate", PIE_PROFILE, PIE_BINARY, "--format", "json"),
-    ("perf-info", PIE_PROFILE, "--json"),
-    ("verify", PIE_BINARY),
-    ("cfg", PIE_PROFILE, PIE_BINARY),
-])
-def test_output_into_missing_directory_is_exit_3_naming_it(tmp_path, cmd):
-    out = tmp_path / "missing" / "out.txt"
-    code, text = cli(*cmd, "-o", str(out))
+    ("cfg", MISSING_IN, PIE_BINARY),
+    ("cfg", MISSING_IN, PIE_BINARY, "--format", "dot"),
+    ("merge", "/nonexistent/a.parquet"),
+    ("fleet", MISSING_IN, PIE_BINARY, "--local-workers", "1"),
+    ("annotate", MISSING_IN, PIE_BINARY, "--format", "aggregate"),
+], ids=" ".join)
+def test_a_missing_required_output_is_exit_2_before_any_work(cmd):
+    """Was: cfg "internal error: AttributeError ... 'lower'", cfg --format dot and merge
+    "TypeError: expected str ... not NoneType" (exit 3), fleet the same after the whole
+    Dask job."""
+    code, text = cli(*cmd)
     line = one_error_line(text)
-    assert code == 3 and str(out) in line and ".bbmap-" not in line, text
+    assert code == 2 and "-o FILE" in line and "/nonexistent" not in line, text
+
+
+@have_corpus
+def test_two_outputs_naming_one_file_are_refused(tmp_path):
+    out = tmp_path / "x.txt"
+    code, text = cli("layout", PIE_PROFILE, PIE_BINARY, "--cc-profile", str(out),
+                     "--ld-profile", str(tmp_path / "." / "x.txt"))
+    assert code == 2 and "--cc-profile and --ld-profile" in one_error_line(text), text
+    code, text = cli("fleet", PIE_PROFILE, PIE_BINARY, "--json", str(out), "-o", str(out))
+    assert code == 2 and "--json" in one_error_line(text), text
+    assert not out.exists()
+
+
+# ------------------------------------------------- a failing run never replaces an output
+GOOD = "the last good report\n"
+
+
+def _damaged_elf(tmp_path) -> str:
+    """layout.pie cut short: its section header table lies past the end (exit 3)."""
+    bad = tmp_path / "damaged.elf"
+    with open(PIE_BINARY, "rb") as fh:
+        bad.write_bytes(fh.read(3000))
+    return str(bad)
+
+
+def _damaged_map(tmp_path) -> str:
+    """layout.pie with 8 bytes of 0xff in the middle of its block map: dump decodes what
+    precedes and exits 1."""
+    import struct
+    with open(PIE_BINARY, "rb") as fh:
+        data = bytearray(fh.read())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shnum, = struct.unpack_from("<H", data, 0x3C)
+    for i in range(shnum):
+        h = shoff + i * 64
+        if struct.unpack_from("<I", data, h + 4)[0] == 0x6FFF4C0A:  # SHT_LLVM_BB_ADDR_MAP
+            off, size = struct.unpack_from("<QQ", data, h + 24)
+            data[off + size // 2:off + size // 2 + 8] = b"\xff" * 8
+    bad = tmp_path / "map-damaged.elf"
+    bad.write_bytes(bytes(data))
+    return str(bad)
+
+
+def _truncated_profile(tmp_path) -> str:
+    bad = tmp_path / "cut.data"
+    with open(PIE_PROFILE, "rb") as fh:
+        bad.write_bytes(fh.read(500))
+    return str(bad)
+
+
+FAILING = {  # a run that exits 1 or 3, and its exit code
+    "verify-exit-3": (lambda t: ["verify", _damaged_elf(t)], 3),
+    "verify-json-exit-3": (lambda t: ["verify", "--json", _damaged_elf(t)], 3),
+    "dump-exit-1": (lambda t: ["dump", _damaged_map(t)], 1),
+    "dump-json-exit-1": (lambda t: ["dump", "--json", _damaged_map(t)], 1),
+    "perf-info-exit-1": (lambda t: ["perf-info", _truncated_profile(t)], 1),
+    "perf-info-json-exit-1": (lambda t: ["perf-info", "--json", _truncated_profile(t)], 1),
+    "annotate-exit-1": (lambda t: ["annotate", _truncated_profile(t), PIE_BINARY], 1),
+}
+
+
+@have_corpus
+@pytest.mark.parametrize("case", sorted(FAILING))
+def test_a_failing_run_leaves_an_existing_output_as_it_was(tmp_path, case):
+    """Was: verify -o report.txt damaged.elf (exit 3) truncated report.txt to 0 bytes
+    (--json: replaced it by an error document); dump -o and perf-info -o on exit 1
+    replaced a good file by a partial one.  Now the file keeps every byte; what the run
+    wrote, if anything, is beside it in FILE.partial, and stderr says so."""
+    args, want = FAILING[case]
+    out = tmp_path / "report.txt"
+    out.write_text(GOOD)
+    before = os.stat(out)
+    code, text = cli(*args(tmp_path), "-o", str(out))
+    assert code == want, text
+    assert out.read_text() == GOOD and os.stat(out).st_ino == before.st_ino
+    assert f"{out} not replaced" in text, text
+    partial = tmp_path / "report.txt.partial"
+    if partial.exists():
+        assert partial.stat().st_size > 0 and f"in {partial}" in text
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".bbmap-")] == []
+    fresh = tmp_path / "fresh.txt"  # a new target: the run's output, marked by the exit
+    code, text = cli(*args(tmp_path), "-o", str(fresh))
+    assert code == want and not (tmp_path / "fresh.txt.partial").exists()
+    assert fresh.exists() == partial.exists()  # (an empty output is never written)
+
+
+@have_corpus
+def test_a_successful_run_replaces_the_output(tmp_path):
+    out = tmp_path / "report.txt"
+    out.write_text(GOOD)
+    code, text = cli("verify", PIE_BINARY, "-o", str(out))
+    assert code == 0 and "OK (" in out.read_text() and "not replaced" not in text
+    assert sorted(os.listdir(tmp_path)) == ["report.txt"]
 
 
 @have_corpus

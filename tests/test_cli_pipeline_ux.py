@@ -14,9 +14,11 @@ import shutil
 import subprocess
 
 import pytest
+from click.testing import CliRunner
 from helpers import CORPUS, PIE_BINARY, PIE_PROFILE, cli, have_corpus, one_error_line
 
 from bbmap.aggregate import annotate
+from bbmap.cli import main
 
 STRIPPED = str(CORPUS / "bin" / "clang-22" / "stripped" / "layout.pie")
 
@@ -39,10 +41,10 @@ def test_verify_of_a_stripped_binary_says_so_and_what_to_pass():
     head = out.splitlines()[1]
     assert head.startswith("  stripped: layout.pie is stripped: no .symtab") and \
         "--debug-dir" in head, out
-    code, out = cli("verify", STRIPPED, "--json")
-    assert "--debug-dir" in json.loads(out)["reports"][0]["stripped"]
-    code, out = cli("verify", PIE_BINARY, "--json")
-    assert "stripped" not in json.loads(out)["reports"][0]
+    r = CliRunner().invoke(main, ["verify", STRIPPED, "--json"])
+    assert "--debug-dir" in json.loads(r.stdout)["reports"][0]["stripped"]
+    r = CliRunner().invoke(main, ["verify", PIE_BINARY, "--json"])
+    assert "stripped" not in json.loads(r.stdout)["reports"][0]
 
 
 @have_corpus

@@ -103,4 +103,5 @@ def test_outside_and_offset_outside():
     assert json.loads(r.output)[0]["status"] == "outside-function"
     r = run(str(LLD), "--offset", "0x7fffffff", "--json")
     assert r.exit_code == 1  # no PT_LOAD holds that offset: said, and the exit code shows it
-    assert "no PT_LOAD" in json.loads(r.output)[0]["note"]
+    assert "no PT_LOAD" in json.loads(r.stdout)[0]["note"]
+    assert "0x7fffffff" in r.stderr and "no PT_LOAD" in r.stderr  # why the exit is 1

@@ -85,3 +85,52 @@ def test_every_readobj_block_resolves(case: dict) -> None:
                 t = lk.lookup(hex(start), to=True)
                 assert t.block_id == first_at[start], (fn["Name"], hex(start))
     assert checked > 0
+
+
+@pytest.mark.skipif(not CASES, reason="corpus not built")
+@pytest.mark.parametrize("case", CASES[:4], ids=[c["name"] for c in CASES[:4]])
+def test_cli_json_and_text_name_readobjs_block(case: dict) -> None:
+    """Was: ``lookup --json`` said "block": 14 (bbmap's array index) where the text said
+    ``block 12`` (the ID) for the same address; readobj says 12.  Both must say readobj's
+    ID and range place; the array positions are the ``*_index`` fields."""
+    from click.testing import CliRunner
+
+    from bbmap.cli import main
+
+    golden = json.loads((CORPUS / case["goldens"]["readobj"]).read_text())
+    want: dict[int, tuple[int, int]] = {}
+    for fn in (_normalize(f["Function"]) for part in golden for f in _maps(part)):
+        for ri, rng in enumerate(fn["BB Ranges"]):
+            for e in rng["BB Entries"]:
+                if e["Size"]:
+                    want.setdefault(rng["Base Address"] + e["Offset"], (e["ID"], ri))
+    addrs = sorted(want)[:: max(1, len(want) // 40)]
+    path = str(CORPUS / case["path"])
+    runner = CliRunner()
+    js = runner.invoke(main, ["lookup", path, *map(hex, addrs), "--json"])
+    text = runner.invoke(main, ["lookup", path, *map(hex, addrs)])
+    assert js.exit_code == text.exit_code == 0, js.output + text.output
+    lines = [ln for ln in text.stdout.splitlines() if ln.startswith("0x")]
+    moved = 0
+    for a, rep, line in zip(addrs, json.loads(js.stdout), lines, strict=True):
+        block_id, range_place = want[a]
+        assert (rep["block"], rep["block_id"], rep["range"]) == \
+            (block_id, block_id, range_place), hex(a)
+        assert f"  block {block_id} [" in line and f"  range {range_place}/" in line, line
+        moved += rep["block_index"] != block_id
+    assert moved, "no address where the array index differs from the ID: test proves little"
+
+
+def test_cli_address_spaces_exclude_each_other() -> None:
+    """Was: ``--offset --vma`` accepted (the last won) and printed nonsense."""
+    from click.testing import CliRunner
+
+    from bbmap.cli import main
+
+    if not CASES:
+        pytest.skip("corpus not built")
+    path = str(CORPUS / CASES[0]["path"])
+    for flags in (["--offset", "--vma"], ["--vma", "--offset"], ["--offset", "--vaddr"]):
+        r = CliRunner().invoke(main, ["lookup", path, "0x1180", *flags, "--base", "0x5555"])
+        assert r.exit_code == 2 and "exclude each other" in r.stderr, r.output
+        assert r.stderr.count("\n") == 1 and r.stdout == ""

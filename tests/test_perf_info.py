@@ -82,8 +82,10 @@ def test_damaged_stream_exits_1_with_offset(lbr_file, tmp_path):
     bad.write_bytes(bytes(data))
     r = CliRunner().invoke(main, ["perf-info", "--json", str(bad)])
     assert r.exit_code == 1
-    info = json.loads(r.output)
+    info = json.loads(r.stdout)
     assert any(f"offset {start:#x}" in w for w in info["warnings"])
+    # was: exit 1 and nothing on stderr (the reason only inside the JSON on stdout)
+    assert f"bbmap: error: {bad}" in r.stderr and f"offset {start:#x}" in r.stderr, r.stderr
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/perf-corpus not present")

@@ -89,3 +89,55 @@ def test_binary_without_map_fails(tmp_path):
     rep = verify(out)
     assert rep.failed_checks == ["map-decodes"]
     assert "no SHT_LLVM_BB_ADDR_MAP section" in rep.format()
+
+
+def _relocations_cut(tmp_path: Path) -> Path:
+    """The clang-22 object with its .rela.text one byte short of whole entries: the four
+    relocation-using instruction checks cannot run (a damaged section stops them)."""
+    import struct
+
+    src = CORPUS / "bin" / "clang-22" / "addrmap" / "layout.o"
+    if not src.exists():
+        pytest.skip("corpus object absent")
+    data = bytearray(src.read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shnum, = struct.unpack_from("<H", data, 0x3C)
+    for i in range(shnum):
+        h = shoff + i * 64
+        if struct.unpack_from("<I", data, h + 4)[0] == 4:  # the first SHT_RELA
+            size, = struct.unpack_from("<Q", data, h + 32)
+            struct.pack_into("<Q", data, h + 32, size - 1)
+            break
+    out = tmp_path / "relocations-cut.o"
+    out.write_bytes(bytes(data))
+    return out
+
+
+def test_checks_that_could_not_run_fail_the_gate(tmp_path):
+    """Was: "OK ... 11 of 15 checks run" and exit 0: a compiler test suite gating on
+    verify passed a map four of whose checks never ran.  Now: not OK, exit 1 with the
+    reason on stderr, unless --allow-partial (allow_partial=) accepts it."""
+    from click.testing import CliRunner
+
+    from bbmap.cli import main
+    from bbmap.verify import assert_valid_bb_map
+    from bbmap.verify.pytest_plugin import BBMapVerifier
+
+    obj = _relocations_cut(tmp_path)
+    rep = verify(obj)
+    assert not rep.findings and len(rep.not_run) == 4 and not rep.ok, rep.format()
+    assert "4 could not run" in rep.format().splitlines()[0]
+    assert verify(obj, allow_partial=True).ok
+    r = CliRunner().invoke(main, ["verify", str(obj)])
+    assert r.exit_code == 1 and "FAILED" in r.stdout, r.output
+    assert "could not run" in r.stderr and "--allow-partial" in r.stderr, r.stderr
+    r = CliRunner().invoke(main, ["verify", str(obj), "--json"])
+    assert r.exit_code == 1 and not json.loads(r.stdout)["ok"]
+    r = CliRunner().invoke(main, ["verify", str(obj), "--allow-partial"])
+    assert r.exit_code == 0 and "11 of 15 checks run" in r.stdout and r.stderr == "", r.output
+    with pytest.raises(AssertionError, match="could not run"):
+        assert_valid_bb_map(obj)
+    assert assert_valid_bb_map(obj, allow_partial=True).ok
+    with pytest.raises(pytest.fail.Exception, match="could not run"):
+        BBMapVerifier()(obj)
+    assert BBMapVerifier()(obj, allow_partial=True).ok

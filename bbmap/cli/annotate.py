@@ -20,7 +20,7 @@ FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate", "fdata",
 BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (spec/bolt.md)
 
 
-@main.command("annotate")
+@main.command("annotate", short_help="Count a profile's samples and branches per basic block.")
 @click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="text report, JSON/CSV per-block data, Propeller cluster file, lld "
@@ -29,7 +29,7 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (
                    "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa); default: from -o's "
                    "extension (.json, .csv, .parquet, .fdata), else text")
 @output_option()
-@click.option("--top", type=click.IntRange(min=0), default=None,
+@click.option("--top", type=click.IntRange(min=0), default=None, metavar="N",
               help="hottest functions to list (text default 20; json/csv default all; 0 = all)")
 @click.option("--cluster-version", type=click.Choice(["0", "1"]), default="1",
               show_default=True, help="Propeller cluster file format")
@@ -56,7 +56,7 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
 
     fmt = format_from_output(fmt, output, FORMATS, "text")
 
-    perf_paths, binary = split_inputs(inputs, output, "bbmap annotate perf.data ./binary")
+    perf_paths, binary = split_inputs(inputs, "bbmap annotate perf.data ./binary")
     progress = _progress_bar() if sys.stderr.isatty() else None
     if fmt == "aggregate":
         try:
@@ -81,7 +81,7 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
     text = _render(result, fmt, top, int(cluster_version), output is None,
                    debug_dirs=kwargs["debug_dirs"])
     if result.status != "refused":  # does not fit the binary: nothing written (the evidence
-        write_output(text, output, keep_existing=result.status == "nothing_mapped")  # below)
+        write_output(text, output)  # below)
     if fmt in BOLT_FORMATS or fmt in ("json", "csv", "text"):  # output complete; no
         # thread, temporary file or cache left (the disassembly cache, when inference ran,
         # was written and renamed before rendering)
@@ -96,7 +96,7 @@ def _write_aggregate(perf_paths: list[str], binary: str, output: str | None,
     """``--format aggregate``: the raw counts and provenance as Parquet (spec/aggregate.md);
     derived data (inference, diagnosis) is made when the aggregate is read."""
     from bbmap.aggregate.api import Session, expand_inputs
-    from bbmap.cli.profile_args import session_kwargs, write_aggregate_or_keep
+    from bbmap.cli.profile_args import session_kwargs, write_aggregate_and_exit
     from bbmap.errors import UsageError
 
     if not output:
@@ -105,7 +105,7 @@ def _write_aggregate(perf_paths: list[str], binary: str, output: str | None,
                       cluster_stats=True, hash_profiles=True, addresses=True)
     session.add_all(expand_inputs(perf_paths), progress=progress.update if progress else None)
     agg = session.aggregate()
-    write_aggregate_or_keep(agg, output, binary, session_kwargs(**profile))
+    write_aggregate_and_exit(agg, output, binary, session_kwargs(**profile))
 
 
 def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool,  # noqa: ANN001

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from bbmap.cli import guarded, main
-from bbmap.cli.options import keep_previous, output_option
+from bbmap.cli.options import output_option
 from bbmap.cli.profile_args import (
     annotate_kwargs,
     exit_if_failed,
@@ -21,12 +21,12 @@ from bbmap.errors import BBMapError, UsageError
 FORMATS = ("svg", "dot")
 
 
-@main.command("cfg")
+@main.command("cfg", short_help="Draw functions' blocks coloured by heat (SVG or DOT).")
 @click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
 @click.option("--function", "functions", multiple=True, metavar="NAME",
               help="draw this function (demangled or raw name; .cold/.__part.N parts fold "
                    "into their parent; repeatable)")
-@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, metavar="N",
               help="without --function: the hottest N functions (overview rows and pictures)")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="svg (default; .dot/.gv outputs default to dot) or Graphviz dot")
@@ -51,7 +51,7 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
     from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
 
-    perf_paths, binary = split_inputs(inputs, output, "bbmap cfg perf.data ./binary -o out.svg")
+    perf_paths, binary = split_inputs(inputs, "bbmap cfg perf.data ./binary -o out.svg")
     if fmt is None:
         fmt = "dot" if output.lower().endswith((".dot", ".gv")) else "svg"
     result = annotate(perf_paths, binary, **annotate_kwargs(**profile))
@@ -65,8 +65,7 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
         text = render_svg(result, keys, top=top, heat=heat, range_labels=labels)
     if result.status == "refused":  # does not fit the binary: nothing written
         exit_if_failed(result)
-    if result.status != "nothing_mapped" or keep_previous(output):
-        write_atomic(output, text)
+    write_atomic(output, text)
     exit_if_failed(result)
 
 

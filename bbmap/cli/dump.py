@@ -8,18 +8,11 @@ from typing import IO
 import click
 
 from bbmap.atomic import atomic_open
-from bbmap.cli import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    allow_quick_exit,
-    guarded,
-    main,
-    refuse_output_over_input,
-)
+from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, allow_quick_exit, guarded, main
 from bbmap.cli.options import debug_dir_option, output_option
 
 
-@main.command("dump")
+@main.command("dump", short_help="Print every function, range and block of the block maps.")
 @click.argument("binary")
 @click.option("--json", "as_json", is_flag=True,
               help="JSON (shape: spec/dump-json.md); default with -o NAME.json")
@@ -66,7 +59,6 @@ def _dump(binary: str, as_json: bool, no_demangle: bool, output: str | None,
     from bbmap.binary import load_binary
     from bbmap.dump import iter_text, write_json, write_overlapped
 
-    refuse_output_over_input(output, (binary,))
     b = load_binary(binary, demangle=not no_demangle, debug_dirs=debug_dirs, decoder=decoder)
 
     def emit(fh: IO[bytes]) -> None:
@@ -75,18 +67,12 @@ def _dump(binary: str, as_json: bool, no_demangle: bool, output: str | None,
         else:
             write_overlapped((t.encode() for t in iter_text(b)), fh)
 
-    try:
-        if output:
-            with atomic_open(output, "wb") as fh:
-                emit(fh)
-        else:
-            emit(sys.stdout.buffer)
-            sys.stdout.buffer.flush()
-    except BrokenPipeError:  # `bbmap dump ... | head`: the reader has seen enough
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(EXIT_OK)
+    if output:
+        with atomic_open(output, "wb") as fh:
+            emit(fh)
+    else:  # `| head`: BrokenPipeError, exit 141 (bbmap.cli.guarded)
+        emit(sys.stdout.buffer)
+        sys.stdout.buffer.flush()
     problems = [d for d in b.diagnostics if d.severity == "error"]
     for d in problems:
         click.echo(f"bbmap: error: {d}", err=True)

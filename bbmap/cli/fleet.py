@@ -7,28 +7,32 @@ from typing import Any
 
 import click
 
-from bbmap.cli import guarded, main
-from bbmap.cli.options import output_option
+from bbmap.atomic import Terminated
+from bbmap.cli import allow_quick_exit, guarded, main
+from bbmap.cli.options import OutputFile, output_option
 from bbmap.cli.profile_args import profile_options
 
 
-@main.command("fleet")
+@main.command("fleet", short_help="Aggregate many profiles on Dask into one aggregate.")
 @click.argument("inputs", nargs=-1, required=True, metavar="PROFILES... BINARY")
 @output_option(required=True)
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+@click.option("--json", "json_out", type=OutputFile(), default=None, metavar="FILE",
               help="also write the annotate JSON of the merged aggregate here")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="a running Dask scheduler (tcp://host:8786); workers must see the "
                    "profiles and the binary at the same paths")
-@click.option("--local-workers", type=click.IntRange(min=1), default=None,
+@click.option("--local-workers", type=click.IntRange(min=1), default=None, metavar="N",
               help="start a local cluster of N worker processes (default: the CPUs)")
-@click.option("--memory-limit", default="2GiB", show_default=True,
+@click.option("--memory-limit", default="2GiB", show_default=True, metavar="SIZE",
               help="per local worker; over it the worker restarts and its tasks rerun")
 @click.option("--batch-files", type=click.IntRange(min=1), default=32, show_default=True,
+              metavar="N",
               help="profiles per task at most")
 @click.option("--batch-mib", type=click.IntRange(min=1), default=64, show_default=True,
+              metavar="MIB",
               help="MiB of profiles per task at most (unless one is bigger)")
 @click.option("--fan-in", type=click.IntRange(min=2), default=16, show_default=True,
+              metavar="N",
               help="aggregates merged per reduction task")
 @click.option("--progress/--no-progress", default=None,
               help="progress bar on stderr (default: when stderr is a terminal)")
@@ -53,8 +57,7 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
     Example:
       bbmap fleet 'profiles/*.data' ./app --local-workers 4 -o fleet.parquet
     """
-    from bbmap.cli import refuse_output_over_input
-    from bbmap.cli.profile_args import session_kwargs, write_aggregate_or_keep
+    from bbmap.cli.profile_args import session_kwargs, write_aggregate_and_exit
     from bbmap.errors import UsageError
     from bbmap.fleet.run import expand_profiles, run_fleet
 
@@ -64,7 +67,6 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
     if scheduler and local_workers:
         raise UsageError("--scheduler and --local-workers exclude each other")
     *profs, binary = inputs
-    refuse_output_over_input(output, inputs)
     paths = expand_profiles(profs)
     opts = session_kwargs(**profile)
     show = sys.stderr.isatty() if progress is None else progress
@@ -74,6 +76,11 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
                         local_workers=local_workers, memory_limit=memory_limit,
                         batch_bytes=batch_mib << 20, batch_files=batch_files, fan_in=fan_in,
                         progress=bar.update if bar else None, dask_logs=dask_logs)
+    except (KeyboardInterrupt, Terminated):
+        # the cluster is already stopped (bbmap.fleet.run.stop_local_cluster_now): end
+        # without the interpreter's teardown, whose atexit hooks would wait on Dask
+        allow_quick_exit()
+        raise
     finally:
         if bar:
             bar.close()
@@ -94,7 +101,7 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
             inference=profile["inference"], solver=profile["inference_solver"],
             sample_model=profile.get("sample_model", "auto"))))
 
-    write_aggregate_or_keep(run.aggregate, output, binary, opts,
+    write_aggregate_and_exit(run.aggregate, output, binary, opts,
                             (write_json,) if json_out else ())
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
 
 from bbmap.cli import guarded, main
-from bbmap.cli.options import keep_previous, output_option, write_output
+from bbmap.cli.options import OutputFile, output_option, write_output
 from bbmap.cli.profile_args import (
     annotate_kwargs,
     exit_if_failed,
@@ -18,12 +17,13 @@ from bbmap.cli.profile_args import (
 from bbmap.errors import UsageError
 
 
-@main.command("layout")
+@main.command("layout",
+              short_help="Order blocks and functions, split hot from cold (Propeller-style).")
 @click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
-@click.option("--cc-profile", type=click.Path(dir_okay=False), default=None,
+@click.option("--cc-profile", type=OutputFile(), default=None, metavar="FILE",
               help="write the basic-block cluster file here (clang "
                    "-fbasic-block-sections=list=FILE)")
-@click.option("--ld-profile", type=click.Path(dir_okay=False), default=None,
+@click.option("--ld-profile", type=OutputFile(), default=None, metavar="FILE",
               help="write the symbol-ordering file here (lld --symbol-ordering-file=FILE)")
 @click.option("--params", type=click.Choice(["propeller", "llvm"]), default="propeller",
               show_default=True, help="Ext-TSP weights: Propeller's or LLVM's")
@@ -65,7 +65,6 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     as_json = json_from_output(as_json, output)
     from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
-    from bbmap.cli import refuse_output_over_input
     from bbmap.layout.plan import plan_layout
     from bbmap.outputs.propeller import (
         render_cc_profile,
@@ -77,24 +76,18 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     if layout_only and split_only:
         raise UsageError("--layout-only and --split-only exclude each other (one reorders "
                          "without splitting, the other splits without reordering)")
-    outs = [o for o in (cc_profile, ld_profile, output) if o]
-    if len({os.path.realpath(o) for o in outs}) != len(outs):
-        raise UsageError("--cc-profile, --ld-profile and -o must name different files")
-    perf_paths, binary = split_inputs(inputs, output, "bbmap layout perf.data ./binary "
+    perf_paths, binary = split_inputs(inputs, "bbmap layout perf.data ./binary "
                                                       "--cc-profile cc.txt --ld-profile ld.txt")
-    for o in (cc_profile, ld_profile):
-        refuse_output_over_input(o, inputs)
     result = annotate(perf_paths, binary, **annotate_kwargs(**profile))
     mode = "layout-only" if layout_only else "split-only" if split_only else "split"
     plan = plan_layout(result, params=params, mode=mode, function_order=function_order)
     if result.status == "refused":  # does not fit the binary: nothing written
         exit_if_failed(result)
-    nothing = result.status == "nothing_mapped"  # keep the last good profiles
-    if cc_profile and (not nothing or keep_previous(cc_profile)):
+    if cc_profile:  # (a run that maps nothing exits 1: no existing file is replaced)
         write_atomic(cc_profile, render_cc_profile(plan, version=int(cluster_version),
                                                    verbose=verbose))
-    if ld_profile and (not nothing or keep_previous(ld_profile)):
+    if ld_profile:
         write_atomic(ld_profile, render_ld_profile(plan))
     report = render_report_json(plan) if as_json else render_report(plan)
-    write_output(report, output, keep_existing=nothing)
+    write_output(report, output)
     exit_if_failed(result)

@@ -7,30 +7,33 @@ import json
 import click
 
 from bbmap.cli import EXIT_OK, EXIT_PROBLEMS, allow_quick_exit, guarded, main
-from bbmap.cli.options import max_section_size_option
+from bbmap.cli.options import InputFile, max_section_size_option
 
 
-@main.command("lookup")
+@main.command("lookup", short_help="Map addresses to function, range and basic block.")
 @click.argument("binary")
 @click.argument("addrs", nargs=-1, required=True)
-@click.option("--offset", "space", flag_value="offset", help="ADDRs are ELF file offsets.")
-@click.option("--vma", "space", flag_value="vma",
+@click.option("--offset", "as_offset", is_flag=True, help="ADDRs are ELF file offsets.")
+@click.option("--vma", "as_vma", is_flag=True,
               help="ADDRs are runtime addresses (needs --perf-data or --base).")
-@click.option("--vaddr", "space", flag_value="vaddr", default=True,
+@click.option("--vaddr", "as_vaddr", is_flag=True,
               help="ADDRs are ELF virtual addresses (the default).")
-@click.option("--perf-data", "perf_data",
+@click.option("--perf-data", "perf_data", type=InputFile(), metavar="FILE",
               help="Profile whose mmap records say where the binary was loaded "
                    "(needed by --vma; otherwise gives the VMA of each address).")
-@click.option("--pid", type=int, help="Use this process's mappings of the profile.")
-@click.option("--name", "name", help="The binary's name when profiled (if renamed).")
-@click.option("--base", "base", help="The load base address (instead of a profile).")
+@click.option("--pid", type=int, metavar="PID", help="Use this process's mappings of the profile.")
+@click.option("--name", "name", metavar="NAME",
+              help="The binary's name when profiled (if renamed).")
+@click.option("--base", "base", metavar="ADDR",
+              help="The load base address (instead of a profile).")
 @click.option("--target", is_flag=True,
               help="Resolve as a branch target (first block starting at the address).")
 @click.option("--explain", is_flag=True, help="Show what each of the three stages found.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @max_section_size_option()
 @guarded
-def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str | None,
+def lookup_cmd(binary: str, addrs: tuple[str, ...], as_offset: bool, as_vma: bool,
+               as_vaddr: bool, perf_data: str | None,
                pid: int | None, name: str | None, base: str | None, target: bool,
                explain: bool, as_json: bool) -> None:
     """Map addresses of BINARY to function -> range -> basic block.
@@ -43,6 +46,12 @@ def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str |
     from bbmap.errors import UsageError
     from bbmap.lookup import Lookuper, format_report, parse_address
 
+    spaces = [s for s, given in (("offset", as_offset), ("vma", as_vma), ("vaddr", as_vaddr))
+              if given]
+    if len(spaces) > 1:  # one address cannot be read in two spaces at once
+        raise UsageError(f"--{' and --'.join(spaces)} exclude each other: ADDRs are read in "
+                         "one address space")
+    space = spaces[0] if spaces else "vaddr"
     if pid is not None and not perf_data:
         raise UsageError("--pid needs --perf-data FILE")
     b = load_binary(binary)
@@ -67,5 +76,9 @@ def lookup_cmd(binary: str, addrs: tuple[str, ...], space: str, perf_data: str |
             click.echo(f"{binary}: {lk.identity()}")
         for r in reports:
             click.echo(format_report(r))
+    lost = [r for r in reports if r.vaddr is None]
+    for r in lost:  # the report says it too; stderr says why the exit is 1
+        click.echo(f"bbmap: error: {binary}: {r.input}: no ELF virtual address: {r.note}",
+                   err=True)
     allow_quick_exit()  # all printed (the console script flushes): no teardown needed
-    raise SystemExit(EXIT_OK if all(r.vaddr is not None for r in reports) else EXIT_PROBLEMS)
+    raise SystemExit(EXIT_PROBLEMS if lost else EXIT_OK)

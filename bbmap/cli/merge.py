@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from bbmap.cli import guarded, main, refuse_output_over_input
+from bbmap.cli import guarded, main
 from bbmap.cli.options import output_option
 
 MERGE_GROUP = 256  # aggregates read and summed at once (bounds memory, keeps it fast)
 
 
-@main.command("merge")
+@main.command("merge", short_help="Sum aggregates of one binary into one aggregate file.")
 @click.argument("aggregates", nargs=-1, required=True, metavar="AGG...")
 @output_option(required=True)
 @guarded
@@ -29,7 +29,6 @@ def merge_cmd(aggregates: tuple[str, ...], output: str) -> None:
     from bbmap.cli.profile_args import exit_if_incomplete
 
     paths = expand_inputs(list(aggregates))
-    refuse_output_over_input(output, aggregates)
     agg = merge_files(paths, group=MERGE_GROUP)
     write_aggregate(agg, output)
     exit_if_incomplete(agg)

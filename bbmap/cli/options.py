@@ -13,19 +13,123 @@ from bbmap.atomic import write_atomic
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
+class OutputFile(click.ParamType):
+    """The type of every option naming a file a command writes (``-o``, ``--cc-profile``,
+    ``fleet --json``): :func:`check_outputs` finds them by it and checks them all, in one
+    place, before the command loads anything.  ``required``: the command cannot run
+    without it (checked there too, with a one-line error, whatever click's version)."""
+
+    name = "file"
+
+    def __init__(self, required: bool = False) -> None:
+        self.required = required
+
+
+class InputFile(click.ParamType):
+    """The type of an option naming a file a command reads (``--perf-data``,
+    ``--profile``): an output naming it is refused like one naming an argument."""
+
+    name = "file"
+
+
 def output_option(*, required: bool = False) -> Decorator:
     """``-o/--output FILE``: written atomically (``bbmap.atomic``), never over an input."""
-    if required:  # no default: click 8.5 lets `default=None, required=True` pass as None
-        return click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
-                            help="write here (atomically)")
-    return click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-                        help="write here (atomically) instead of stdout")
+    return click.option("-o", "--output", type=OutputFile(required), default=None,
+                        metavar="FILE",
+                        help="Write here (atomically; required)" if required
+                        else "Write here (atomically) instead of stdout.")
+
+
+def check_outputs(ctx: click.Context, values: dict[str, Any]) -> list[str]:
+    """Every output of the command about to run, checked before it does any work: a
+    required one given, each writable (its directory exists and takes new files; not a
+    directory), none naming an input or another output.  Returns their paths (what
+    ``bbmap.atomic.OutputRun`` holds until the exit code is known); raises
+    :class:`~bbmap.errors.UsageError` (exit 2, one line) otherwise."""
+    from bbmap.errors import UsageError
+
+    outputs: list[tuple[str, str]] = []  # (option as written, path)
+    inputs: list[str] = []
+    for p in ctx.command.params:
+        value = values.get(p.name or "")
+        if isinstance(p.type, OutputFile):
+            flag = p.opts[0]  # as a user types it: -o
+            if value in (None, ""):
+                if p.type.required:
+                    raise UsageError(f"bbmap {ctx.info_name} writes its output to a file: "
+                                     f"give it with {flag} FILE")
+                continue
+            outputs.append((flag, value))
+        elif isinstance(p, click.Argument) or isinstance(p.type, InputFile):
+            inputs += [v for v in (value if isinstance(value, (list, tuple)) else [value])
+                       if isinstance(v, str)]
+    seen: dict[str, str] = {}
+    for flag, path in outputs:
+        problem = _unwritable(path)
+        if problem:
+            raise UsageError(f"cannot write output ({flag}): {problem}", file=path)
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UsageError(f"{seen[real]} and {flag} name the same file {path}")
+        seen[real] = flag
+        refuse_output_over_input(path, inputs, flag)
+    return [path for _, path in outputs]
+
+
+def _unwritable(path: str) -> str | None:
+    """Why ``path`` cannot be written as an output, or None."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        return e.strerror or str(e)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        return "it is a directory"
+    if st is not None and not stat.S_ISREG(st.st_mode):  # a device, FIFO, /dev/stdout
+        return None if os.access(path, os.W_OK) else "permission denied"
+    parent = os.path.dirname(os.path.realpath(path))
+    if not os.path.isdir(parent):
+        return f"directory {os.path.dirname(path) or parent} does not exist"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"directory {os.path.dirname(path) or parent} is not writable"
+    return None
+
+
+def refuse_output_over_input(output: str | None, inputs: list[str] | tuple[str, ...],
+                             flag: str = "-o") -> None:
+    """A usage error when an output names one of the inputs (it would be destroyed);
+    ``@listfile`` inputs are looked into."""
+    from bbmap.errors import BBMapError, UsageError
+
+    if not output or not os.path.exists(output):
+        return
+    for p in inputs:
+        if p.startswith("@"):
+            from bbmap.aggregate.api import expand_inputs
+            try:
+                listed = expand_inputs([p])
+            except BBMapError:
+                listed = []
+            candidates = [p[1:], *listed]
+        else:
+            candidates = [p]
+        for c in candidates:
+            try:
+                same = os.path.samefile(output, c)
+            except OSError:
+                continue
+            if same:
+                raise UsageError(f"{flag} {output} is an input ({c}); refusing to "
+                                 "overwrite it")
 
 
 def debug_dir_option() -> Decorator:
     """``--debug-dir DIR``: where ``Binary.debug_file`` looks for a separate debug file;
     with it (every command that reads a binary) ``--max-section-size``."""
-    debug = click.option("--debug-dir", "debug_dirs", multiple=True,
+    debug = click.option("--debug-dir", "debug_dirs", multiple=True, metavar="DIR",
                          type=click.Path(file_okay=False),
                          help="directory searched for a separate debug file by build-id "
                               "(repeatable; /usr/lib/debug is always searched)")
@@ -85,26 +189,11 @@ def json_from_output(as_json: bool, output: str | None) -> bool:
     return as_json or bool(output and output.lower().endswith(".json"))
 
 
-def write_output(text: str | bytes, output: str | None, *, keep_existing: bool = False
-                 ) -> None:
-    """``text`` to ``-o`` (atomically), else to stdout: what every text-writing command does
-    (bytes as they are: annotate's JSON and CSV come encoded).
-
-    ``keep_existing`` (a result that mapped nothing): an existing ``-o`` file is left as it
-    was -- a pipeline keeps its last good profile -- and stderr says so."""
+def write_output(text: str | bytes, output: str | None) -> None:
+    """``text`` to ``-o`` (atomically; held until the exit code says where it goes:
+    ``bbmap.atomic.OutputRun``), else to stdout: what every text-writing command does
+    (bytes as they are: annotate's JSON and CSV come encoded)."""
     if output:
-        if keep_existing and not keep_previous(output):
-            return
         write_atomic(output, text)
     else:
         click.echo(text, nl=False)
-
-
-def keep_previous(output: str) -> bool:
-    """For a result that mapped nothing: True when ``output`` may be written (it does not
-    exist yet, or is not a regular file); else say that it is kept and return False."""
-    if not os.path.isfile(output):
-        return True
-    click.echo(f"bbmap: error: nothing mapped: {output} not replaced (it keeps its previous "
-               "contents)", err=True)
-    return False

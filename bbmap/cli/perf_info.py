@@ -7,17 +7,11 @@ import sys
 
 import click
 
-from bbmap.cli import (
-    EXIT_PROBLEMS,
-    allow_quick_exit,
-    guarded,
-    main,
-    refuse_output_over_input,
-)
+from bbmap.cli import EXIT_PROBLEMS, allow_quick_exit, guarded, main
 from bbmap.cli.options import output_option, write_output
 
 
-@main.command("perf-info")
+@main.command("perf-info", short_help="Show what a perf.data file holds.")
 @click.argument("perf_data")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the JSON document; default with -o NAME.json")
@@ -37,7 +31,6 @@ def perf_info_cmd(perf_data: str, as_json: bool, output: str | None) -> None:
     as_json = json_from_output(as_json, output)
     from bbmap.perf.info import format_text, perf_info
 
-    refuse_output_over_input(output, [perf_data])
     diags: list = []
     info = perf_info(perf_data, diagnostics=diags)
     errors = {str(d) for d in diags if d.severity == "error"}
@@ -45,7 +38,7 @@ def perf_info_cmd(perf_data: str, as_json: bool, output: str | None) -> None:
     write_output(text, output)
     allow_quick_exit()  # output written; the reader holds nothing shutdown must free
     for w in info["warnings"]:
-        if w in errors and (output or not as_json):  # a JSON document on stdout holds them
+        if w in errors:  # said on stderr whatever the output holds: every exit 1 says why
             click.echo(f"bbmap: error: {w}", err=True)
         elif output:
             click.echo(f"bbmap: warning: {w}", err=True)

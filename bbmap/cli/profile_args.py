@@ -8,16 +8,17 @@ from typing import Any
 
 import click
 
-from bbmap.cli import EXIT_PROBLEMS, refuse_output_over_input
+from bbmap.cli import EXIT_PROBLEMS
 from bbmap.cli.options import debug_dir_option
 from bbmap.errors import UsageError
 
 DUPLICATE_LBR = {"auto": None, "drop": True, "keep": False}  # --duplicate-lbr -> API value
 
 _OPTIONS = (
-    click.option("--name", "name", default=None,
+    click.option("--name", "name", default=None, metavar="NAME",
                  help="the binary's file name as the profile mapped it (if renamed or moved)"),
-    click.option("--pid", type=int, default=None, help="only samples of this process"),
+    click.option("--pid", type=int, default=None, metavar="PID",
+                 help="only samples of this process"),
     click.option("--no-demangle", is_flag=True, help="show raw (mangled) names"),
     debug_dir_option(),
     click.option("--duplicate-lbr", "duplicate_lbr", type=click.Choice(list(DUPLICATE_LBR)),
@@ -49,7 +50,7 @@ _OPTIONS = (
     click.option("--force", is_flag=True,
                  help="keep a result whose addresses do not fit the binary's instructions "
                       "(sampled IPs off instruction starts, branch sources that are not "
-                      "branches, jump targets mid-block: over 30%% is refused)"),
+                      "branches, jump targets mid-block: over 30% is refused)"),
 )
 
 
@@ -123,14 +124,13 @@ def aggregate_maps_nothing(agg: Any) -> bool:
     return a is None or not (int(a.ip_samples.sum()) or int(a.trace_count.sum()))
 
 
-def write_aggregate_or_keep(agg: Any, output: str, binary: str, session_opts: dict,
-                            extra_outputs: tuple[Callable[[], None], ...] = ()) -> None:
+def write_aggregate_and_exit(agg: Any, output: str, binary: str, session_opts: dict,
+                             extra_outputs: tuple[Callable[[], None], ...] = ()) -> None:
     """Write the aggregate (and ``extra_outputs``) and exit as its contents say: an
     aggregate that maps nothing is said, with why (the diagnosis of a result made from it),
-    never replaces an existing ``-o`` (a pipeline keeps its last good aggregate) and exits
-    1; one missing unreadable profiles exits 1 (``exit_if_incomplete``)."""
+    and exits 1 (so it replaces no existing ``-o``: ``bbmap.atomic.OutputRun``); one
+    missing unreadable profiles exits 1 (``exit_if_incomplete``)."""
     from bbmap.aggregate.store import write_aggregate
-    from bbmap.cli.options import keep_previous
 
     if not aggregate_maps_nothing(agg):
         write_aggregate(agg, output)
@@ -152,19 +152,16 @@ def write_aggregate_or_keep(agg: Any, output: str, binary: str, session_opts: di
     n = len(agg.profiles)
     click.echo(f"bbmap: error: nothing mapped: no sample or branch of the {n} "
                f"profile{'s' * (n != 1)} lies in a block of {binary}", err=True)
-    if keep_previous(output):
-        write_aggregate(agg, output)
+    write_aggregate(agg, output)
     exit_if_incomplete(agg)
     sys.exit(EXIT_PROBLEMS)
 
 
-def split_inputs(inputs: tuple[str, ...], output: str | None, example: str
-                 ) -> tuple[list[str], str]:
+def split_inputs(inputs: tuple[str, ...], example: str) -> tuple[list[str], str]:
     """``PERF_DATA... BINARY`` -> (profiles, binary), refusing what would go wrong."""
     if len(inputs) < 2:
         raise UsageError(f"need at least one perf.data file and the binary ({example})")
     *perf_paths, binary = inputs
-    refuse_output_over_input(output, inputs)
     if _is_perf_data(binary):
         raise UsageError(f"{binary} is perf data, but the last argument must be the binary "
                          f"({example})")

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from bbmap.cli import guarded, main
-from bbmap.cli.options import keep_previous, output_option
+from bbmap.cli.options import output_option
 from bbmap.cli.profile_args import (
     annotate_kwargs,
     exit_if_failed,
@@ -18,14 +18,16 @@ from bbmap.cli.profile_args import (
 LAYOUT_TOP = 200
 
 
-@main.command("report")
+@main.command("report", short_help="Write one self-contained HTML page of a profile.")
 @click.argument("inputs", nargs=-1, required=True, metavar="PERF_DATA... BINARY")
 @output_option(required=True)
 @click.option("--pictures", type=click.IntRange(min=0), default=50, show_default=True,
+              metavar="N",
               help="embed CFG pictures of the hottest N functions (each is a whole SVG)")
 @click.option("--params", type=click.Choice(["propeller", "llvm"]), default="propeller",
               show_default=True, help="the layout section's Ext-TSP weights")
 @click.option("--layout-top", type=click.IntRange(min=0), default=LAYOUT_TOP, show_default=True,
+              metavar="N",
               help="lay out the hottest N functions (0: all of them, as bbmap layout does; "
                    "Ext-TSP takes about a millisecond per function)")
 @click.option("--no-layout", is_flag=True, help="leave the layout section out")
@@ -49,8 +51,8 @@ def report_cmd(inputs: tuple[str, ...], output: str, pictures: int, params: str,
     from bbmap.cli.cfg import range_labels
     from bbmap.outputs.report_html import render_report_html, report_data
 
-    perf_paths, binary = split_inputs(inputs, output, "bbmap report perf.data ./binary "
-                                                      "-o report.html")
+    perf_paths, binary = split_inputs(inputs, "bbmap report perf.data ./binary "
+                                              "-o report.html")
     result = annotate(perf_paths, binary, cluster_stats=True, **annotate_kwargs(**profile))
     if result.status == "refused":  # does not fit the binary: nothing written
         exit_if_failed(result)
@@ -67,8 +69,7 @@ def report_cmd(inputs: tuple[str, ...], output: str, pictures: int, params: str,
     data = report_data(result, plan=plan, verdicts=verdicts, pictures=pictures,
                        layout_top=layout_top or None,
                        range_labels=range_labels(binary, profile["debug_dirs"]))
-    if result.status != "nothing_mapped" or keep_previous(output):
-        write_atomic(output, render_report_html(data))
+    write_atomic(output, render_report_html(data))  # (exit 1: no existing file replaced)
     exit_if_failed(result)
 
 

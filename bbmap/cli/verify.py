@@ -20,9 +20,8 @@ from bbmap.cli import (
     allow_quick_exit,
     guarded,
     main,
-    refuse_output_over_input,
 )
-from bbmap.cli.options import debug_dir_option, output_option, write_output
+from bbmap.cli.options import InputFile, debug_dir_option, output_option, write_output
 from bbmap.cli.profile_args import profile_options_besides_debug_dir
 from bbmap.errors import BBMapError, UsageError
 
@@ -38,7 +37,7 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
     return value
 
 
-@main.command("verify")
+@main.command("verify", short_help="Check block maps (or the PGO map against a profile).")
 @click.argument("binaries", nargs=-1)
 @click.option("--check", "checks", multiple=True, metavar="NAME", callback=_known_checks,
               help="Run only this check (repeatable; see --list-checks).")
@@ -46,32 +45,36 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
               help="One JSON document for all binaries; default with -o NAME.json")
 @click.option("--coverage", "show_coverage", is_flag=True,
               help="Also print the byte coverage of each executable section.")
-@click.option("--max-findings", default=50, show_default=True,
+@click.option("--max-findings", default=50, show_default=True, metavar="N",
               help="Findings listed per check in text output (JSON lists all).")
 @output_option()
 @debug_dir_option()
 @click.option("--list-checks", is_flag=True, help="List the checks and exit.")
-@click.option("--profile", "profiles", multiple=True, metavar="PERF_DATA",
+@click.option("--allow-partial", is_flag=True,
+              help="Exit 0 even when some checks could not run (a damaged section, "
+                   "another machine's instructions); they are still listed.")
+@click.option("--profile", "profiles", multiple=True, metavar="PERF_DATA", type=InputFile(),
               help="Hold the PGO analysis map against this profile instead of running the "
                    "checks (repeatable; further perf.data arguments after it count too; "
                    "@listfile reads paths from a file).")
 @click.option("--threshold", type=float, default=None, metavar="P",
               help="--profile: a branch matches when its measured probability is within "
-                   "+-P of the map's [default 0.2].")
+                   "+-P of the map's.  [default: 0.2]")
 @click.option("--freq-factor", type=float, default=None, metavar="F",
               help="--profile: block frequencies (relative to the entry) and entry-count "
-                   "shares match within a factor of F [default 2].")
+                   "shares match within a factor of F.  [default: 2]")
 @click.option("--confidence", type=float, default=None, metavar="C",
-              help="--profile: two-sided confidence of the intervals [default 0.95].")
+              help="--profile: two-sided confidence of the intervals.  [default: 0.95]")
 @click.option("--function", "functions", multiple=True, metavar="NAME",
               help="--profile: judge only this function (repeatable).")
-@click.option("--top", type=int, default=20, show_default=True,
+@click.option("--top", type=int, default=20, show_default=True, metavar="N",
               help="--profile: mismatches listed in text output (JSON lists all).")
 @profile_options_besides_debug_dir
 @guarded
 def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool,
                show_coverage: bool, max_findings: int, output: str | None,
-               debug_dirs: tuple[str, ...], list_checks: bool, profiles: tuple[str, ...],
+               debug_dirs: tuple[str, ...], list_checks: bool, allow_partial: bool,
+               profiles: tuple[str, ...],
                threshold: float | None, freq_factor: float | None,
                confidence: float | None, functions: tuple[str, ...], top: int,
                **profile: Any) -> None:
@@ -80,9 +83,10 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
     With --profile, hold BINARY's PGO analysis map (branch probabilities, block
     frequencies, entry counts, post-link CFG) against what the profiled run did.
 
-    Exit status: 0 when every selected check passes on every binary (with --profile: no
-    belief is mismatched), 1 when a check fails (a belief is mismatched, or the profile
-    cannot be judged), 2 for a usage error, 3 when a file cannot be read.
+    Exit status: 0 when every selected check ran and passed on every binary (with
+    --profile: no belief is mismatched), 1 when a check fails or could not run (unless
+    --allow-partial; with --profile: a belief is mismatched, or the profile cannot be
+    judged), 2 for a usage error, 3 when a file cannot be read.
 
     \b
     Example:
@@ -116,14 +120,14 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
     if not binaries:
         click.echo("bbmap: error: give at least one BINARY (or --list-checks)", err=True)
         sys.exit(EXIT_USAGE)
-    refuse_output_over_input(output, binaries)
     names = select_checks(checks) if checks else None
     reports = []
     errors: list[tuple[str, str]] = []
     refused = False
     for b in binaries:
         try:
-            reports.append(verify(b, names, debug_dirs=debug_dirs))
+            reports.append(verify(b, names, debug_dirs=debug_dirs,
+                                  allow_partial=allow_partial))
         except BBMapError as e:  # one unreadable file does not hide the others' reports
             click.echo(f"bbmap: error: {e}", err=True)
             errors.append((b, str(e)))
@@ -141,6 +145,9 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
                 parts.append(r.coverage.format())
         text = "\n".join(parts) + "\n" if parts else ""
     write_output(text, output)
+    for r in reports:  # the report is on stdout or in -o; stderr says why the exit is 1
+        if not r.ok:
+            click.echo(f"bbmap: error: {failure_line(r)}", err=True)
     allow_quick_exit()  # output written: nothing left for the interpreter's teardown
     sys.exit(EXIT_USAGE if refused else EXIT_FAILED if errors else EXIT_OK if ok
              else EXIT_PROBLEMS)
@@ -169,7 +176,6 @@ def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_js
     if _is_perf_data(binary):
         raise UsageError(f"{binary} is perf data, not the binary")
     perf = expand_inputs([*profiles, *extra])
-    refuse_output_over_input(output, [binary, *perf])
     rep = verify_profile(binary, perf, threshold=threshold, freq_factor=freq_factor,
                          confidence=confidence, functions=list(functions) or None,
                          **annotate_kwargs(debug_dirs=debug_dirs, **profile))
@@ -181,5 +187,21 @@ def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_js
     allow_quick_exit()  # output written, the disassembly cache entry renamed into place
     for e in rep.errors:
         click.echo(f"bbmap: error: {e}", err=True)
+    if not rep.ok and not rep.errors:
+        why = ("nothing could be judged" if rep.comparison is None else
+               "the PGO analysis map does not match the profile (the report lists the "
+               "mismatched beliefs, worst first)")
+        click.echo(f"bbmap: error: {binary}: {why}", err=True)
     sys.exit(EXIT_OK if rep.ok else EXIT_PROBLEMS)
+
+
+def failure_line(r: Any) -> str:
+    """Why a :class:`~bbmap.verify.api.VerifyReport` is not OK, in one line."""
+    parts = []
+    if r.failed_checks:
+        parts.append(f"{len(r.failed_checks)} check(s) failed ({', '.join(r.failed_checks)})")
+    if r.not_run and not r.allow_partial:
+        parts.append(f"{len(r.not_run)} could not run ({', '.join(r.not_run)}; "
+                     "--allow-partial accepts that)")
+    return f"{r.path}: verification failed: {'; '.join(parts)}"
 

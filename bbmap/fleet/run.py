@@ -48,6 +48,7 @@ from typing import Any
 from bbmap.aggregate import store
 from bbmap.aggregate.api import Session, expand_inputs
 from bbmap.aggregate.result import ProfileInfo
+from bbmap.atomic import Terminated
 from bbmap.errors import BBMapError, Diagnostic, UsageError
 
 BATCH_BYTES = 64 << 20
@@ -264,13 +265,17 @@ def run_fleet(profiles: Sequence[str], binary: str, *, options: dict | None = No
         raise BBMapError("bbmap fleet reads files; standard input cannot be shared with "
                          "workers")
     undo = (lambda: None) if dask_logs else silence_dask()
+    own_client = client is None
+    local = own_client and not scheduler
     try:
         cluster = None
-        own_client = client is None
+        if local and not dask_logs:
+            _quiet_resource_tracker()
         if client is None:
             if scheduler:
                 client = Client(scheduler)
             else:
+                _stop_on_signal()
                 n = local_workers or os.cpu_count() or 1
                 quiet = {} if dask_logs else {"silence_logs": logging.CRITICAL,
                                               "preload": [__name__]}
@@ -280,15 +285,133 @@ def run_fleet(profiles: Sequence[str], binary: str, *, options: dict | None = No
                 client = Client(cluster)
         t0 = time.perf_counter()
         try:
-            return _run(client, paths, binary, options, batch_bytes, batch_files, fan_in,
-                        progress, t0)
-        finally:
+            run = _run(client, paths, binary, options, batch_bytes, batch_files, fan_in,
+                       progress, t0)
+        except BaseException as e:
+            if _is_signal(e):
+                raise  # no polite close: the cluster is stopped at once (below)
             if own_client:
-                client.close()
-                if cluster is not None:
-                    cluster.close()
+                _close(client, cluster)
+            raise
+        if own_client:
+            _close(client, cluster)
+        return run
+    except BaseException as e:
+        if _is_signal(e):
+            if local:
+                stop_local_cluster_now()
+            undo = lambda: None  # noqa: E731 - Dask stays silent until the process ends
+        raise
     finally:
+        if local:
+            _stop_on_signal(False)
         undo()
+
+
+def _stop_on_signal(on: bool = True) -> None:
+    """While a local cluster lives: SIGINT and SIGTERM stop it at once, in the handler,
+    before the exception is raised -- Dask runs much of its start and close where an
+    exception is swallowed (a callback, a ``__del__``), and the polite close it then
+    finished took 7-17 s; with its processes gone it ends at once."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        h = signal.getsignal(sig)
+        if on and callable(h) and not hasattr(h, "stops_cluster"):
+            def handler(signum: int, frame: Any, previous: Callable = h) -> None:
+                stop_local_cluster_now()
+                previous(signum, frame)
+
+            handler.stops_cluster = h  # type: ignore[attr-defined]
+            signal.signal(sig, handler)
+        elif not on and hasattr(h, "stops_cluster"):
+            signal.signal(sig, h.stops_cluster)
+
+
+def _halted(p: Any) -> bool:
+    import psutil
+
+    try:
+        return p.status() in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
+        return True
+
+
+def _quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with its stderr on /dev/null: a nanny
+    killed by a signal leaves a semaphore registered, and the tracker, which still
+    removes it, would say "There appear to be N leaked semaphore objects" at exit."""
+    import multiprocessing.resource_tracker
+
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 2)
+            os.close(null)
+            multiprocessing.resource_tracker.ensure_running()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _is_signal(e: BaseException) -> bool:
+    """Ctrl-C, or SIGTERM (``Terminated``: bbmap's signal policy raises it)."""
+    return isinstance(e, (KeyboardInterrupt, Terminated))
+
+
+def _close(client: Any, cluster: Any) -> None:
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def stop_local_cluster_now() -> None:
+    """A signal (Ctrl-C, SIGTERM) while a local cluster starts, runs or closes: end it at
+    once and in silence.  Closing it the polite way takes up to 10 s and, when the signal
+    came while it started, prints Dask's tracebacks ("AssertionError: Status.init",
+    "Nanny failed to start", from the atexit hook that closes clusters): instead every
+    process it started (nannies, workers) is killed, Dask is silenced, the atexit hook is
+    told these clusters need no closing, and multiprocessing's finalizers release the
+    semaphores the nannies used (else its resource tracker warns of leaked ones)."""
+    import multiprocessing.resource_tracker
+    import multiprocessing.util
+
+    silence_dask()
+    with contextlib.suppress(Exception):
+        import psutil  # (a dependency of distributed)
+
+        tracker = getattr(multiprocessing.resource_tracker._resource_tracker, "_pid", None)
+        # stopped first, until no new one appears: a nanny killed while it spawns a
+        # worker would leave that worker behind, orphaned, printing its traceback
+        stopped: dict[int, Any] = {}
+        for _ in range(20):
+            new = [p for p in psutil.Process().children(recursive=True)
+                   if p.pid != tracker and p.pid not in stopped]
+            if not new:
+                break
+            for p in new:
+                with contextlib.suppress(psutil.Error):
+                    p.suspend()
+                stopped[p.pid] = p
+            for _ in range(50):  # SIGSTOP lands asynchronously: a fork may still finish
+                if all(_halted(p) for p in new):
+                    break
+                time.sleep(0.002)
+        for p in stopped.values():
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(list(stopped.values()), timeout=2)
+    with contextlib.suppress(Exception):
+        from distributed.deploy.spec import SpecCluster
+
+        for c in list(SpecCluster._instances):
+            c.shutdown_on_close = False  # (nothing left to close)
+    with contextlib.suppress(Exception):
+        multiprocessing.util._run_finalizers(0)
 
 
 def _run(client: Any, paths: list[str], binary: str, options: dict, batch_bytes: int,

@@ -45,11 +45,19 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)  # what was not checked, and why
     stripped: str | None = None  # the binary has no symbol table: what to pass instead
 
-    explicit: bool = False  # the caller named the checks: one that cannot run is a failure
+    explicit: bool = False  # the caller named the checks
+    # A check that could not run checked nothing: the report is not OK (a gate must not
+    # pass what it did not check) unless the caller accepts a partial verification.
+    allow_partial: bool = False
+
+    @property
+    def not_run(self) -> list[str]:
+        """Selected checks that could not run (a damaged section, another machine)."""
+        return [c for c in self.checks if c in self.skipped]
 
     @property
     def ok(self) -> bool:
-        return not self.findings and not (self.explicit and self.skipped)
+        return not self.findings and (self.allow_partial or not self.not_run)
 
     @property
     def failed_checks(self) -> list[str]:
@@ -73,8 +81,8 @@ class VerifyReport:
                 f"{s.get('blocks', 0)} blocks; {counted}")
         if self.ok:
             head += ")"
-        elif self.explicit and self.skipped:
-            head += f", {len(self.failed_checks)} failed, {len(self.skipped)} could not run)"
+        elif self.not_run:
+            head += f", {len(self.failed_checks)} failed, {len(self.not_run)} could not run)"
         else:
             head += f", {len(self.failed_checks)} failed)"
         lines = [head]
@@ -97,6 +105,7 @@ class VerifyReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path, "ok": self.ok, "checks": self.checks, "explicit": self.explicit,
+            "allow_partial": self.allow_partial, "not_run": self.not_run,
             "failed_checks": self.failed_checks, "stats": self.stats,
             "skipped": self.skipped, "notes": self.notes,
             **({"stripped": self.stripped} if self.stripped else {}),
@@ -128,11 +137,14 @@ def stripped_note(binary: Any) -> str | None:
 
 
 def verify(path: str | os.PathLike, checks: Iterable[str] | None = None, *,
-           debug_dirs: Iterable[str | os.PathLike] = (), binary: Any = None) -> VerifyReport:
+           debug_dirs: Iterable[str | os.PathLike] = (), binary: Any = None,
+           allow_partial: bool = False) -> VerifyReport:
     """Run the selected checks (all by default) on one ELF file.
 
     Raises :class:`BBMapError` when the file cannot be read as ELF at all; every
-    problem in the block map itself becomes a finding.
+    problem in the block map itself becomes a finding.  A selected check that cannot run
+    (its section damaged, instructions of a machine bbmap does not decode) makes the
+    report not OK unless ``allow_partial``.
     """
     names = select_checks(checks)
     if binary is None:
@@ -141,7 +153,8 @@ def verify(path: str | os.PathLike, checks: Iterable[str] | None = None, *,
         binary = load_binary(os.fspath(path), debug_dirs=tuple(debug_dirs))
     ctx = VerifyContext(binary)
     m = ctx.m
-    report = VerifyReport(os.fspath(path), names, explicit=checks is not None)
+    report = VerifyReport(os.fspath(path), names, explicit=checks is not None,
+                          allow_partial=allow_partial)
     report.stats = {"functions": m.num_functions, "ranges": m.num_ranges,
                     "blocks": m.num_blocks, "symbols": len(binary.symbols),
                     "exec_sections": len(ctx.exec_sections)}
@@ -175,9 +188,11 @@ def verify(path: str | os.PathLike, checks: Iterable[str] | None = None, *,
 
 
 def assert_valid_bb_map(path: str | os.PathLike, checks: Iterable[str] | None = None, *,
-                        debug_dirs: Iterable[str | os.PathLike] = ()) -> VerifyReport:
-    """Raise AssertionError (with every finding listed) unless all selected checks pass."""
-    report = verify(path, checks, debug_dirs=debug_dirs)
+                        debug_dirs: Iterable[str | os.PathLike] = (),
+                        allow_partial: bool = False) -> VerifyReport:
+    """Raise AssertionError (with every finding listed) unless all selected checks pass;
+    a check that could not run fails it too, unless ``allow_partial``."""
+    report = verify(path, checks, debug_dirs=debug_dirs, allow_partial=allow_partial)
     if not report.ok:
         raise AssertionError("block map verification failed\n" + report.format())
     return report

@@ -5,7 +5,9 @@ Kept import-light: it is loaded in every pytest run, so bbmap's heavy modules
 
     def test_emits_valid_map(bb_map_verifier, tmp_path):
         exe = build(tmp_path)                      # your compiler under test
-        bb_map_verifier(exe)                       # fails the test with every finding
+        bb_map_verifier(exe)                       # fails the test with every finding,
+                                                   # and when a check could not run
+        bb_map_verifier(exe, allow_partial=True)   # ...unless that is acceptable
         bb_map_verifier(exe, checks=["md-return"]) # only some checks
         report = bb_map_verifier.report(exe)       # or inspect the VerifyReport
 
@@ -35,23 +37,28 @@ class BBMapVerifier:
     def __init__(self, debug_dirs: Iterable[str | os.PathLike] = ()) -> None:
         self.debug_dirs = tuple(debug_dirs)
 
-    def __call__(self, path: str | os.PathLike, checks: Iterable[str] | None = None) -> Any:
+    def __call__(self, path: str | os.PathLike, checks: Iterable[str] | None = None, *,
+                 allow_partial: bool = False) -> Any:
+        """Fail the test unless every selected check ran and passed (a check that could
+        not run fails it too, unless ``allow_partial``)."""
         __tracebackhide__ = True
         from bbmap.errors import BBMapError
         from bbmap.verify.api import verify
 
         try:
-            report = verify(path, checks, debug_dirs=self.debug_dirs)
+            report = verify(path, checks, debug_dirs=self.debug_dirs,
+                            allow_partial=allow_partial)
         except BBMapError as e:  # not built, not ELF, unknown check: one line, no traceback
             pytest.fail(f"block map verification failed: {e}", pytrace=False)
         if not report.ok:
             pytest.fail("block map verification failed\n" + report.format(), pytrace=False)
         return report
 
-    def report(self, path: str | os.PathLike, checks: Iterable[str] | None = None) -> Any:
+    def report(self, path: str | os.PathLike, checks: Iterable[str] | None = None, *,
+               allow_partial: bool = False) -> Any:
         from bbmap.verify.api import verify
 
-        return verify(path, checks, debug_dirs=self.debug_dirs)
+        return verify(path, checks, debug_dirs=self.debug_dirs, allow_partial=allow_partial)
 
     def profile(self, path: str | os.PathLike,
                 perf_paths: str | os.PathLike | Iterable[str | os.PathLike], *,
