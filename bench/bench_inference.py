@@ -345,7 +345,8 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/bbmap-bench-annotate")
     ap.add_argument("--solver", default="auto")
     ap.add_argument("--models", default="insn,time",
-                    help="sample models (bbmap/inference/weights.py): precise,time,insn,bytes,block")
+                    help="sample models (bbmap/inference/weights.py): "
+                         "precise,time,insn,bytes,block")
     ap.add_argument("--e2e", action="append", default=None, metavar="DIR",
                     help="a bench_e2e program directory (baseline, ip*.perf.data, "
                          "lbr/exact-counts.json); default: " + E2E_DEFAULT)
