@@ -18,7 +18,13 @@ from bbmap.aggregate.accounting import Accounting
 from bbmap.aggregate.addresses import AddressAggregator
 from bbmap.aggregate.distinct import Distinct, distinct_samples
 from bbmap.aggregate.explain import Evidence, diagnose
-from bbmap.aggregate.fit import DOES_NOT_FIT, MISMATCH_THRESHOLD, FitCollector, judge_fit
+from bbmap.aggregate.fit import (
+    DOES_NOT_FIT,
+    LOCAL_MIN_MISSES,
+    MISMATCH_THRESHOLD,
+    FitCollector,
+    judge_fit,
+)
 from bbmap.aggregate.functions import FunctionTable
 from bbmap.aggregate.lbr import BlockGeometry, BranchAggregator
 from bbmap.aggregate.resolve import Resolver
@@ -519,8 +525,9 @@ def check_fit(res: AnnotateResult, binary, fit: FitCollector, *,  # noqa: ANN001
     if not rep.mismatch:
         return
     msg = (f"{DOES_NOT_FIT} {os.path.basename(res.binary)}: {rep.evidence()}; "
-           f"over {100 * MISMATCH_THRESHOLD:.0f}% means these are another program's "
-           "addresses (the wrong binary, or a rebuilt one)")
+           f"over {100 * MISMATCH_THRESHOLD:.0f}% (of all, or of one function's when "
+           f"{LOCAL_MIN_MISSES} or more) means these are another program's addresses or code "
+           "that moved (the wrong binary, or a rebuilt one)")
     if force:
         res.warnings.insert(0, Diagnostic(msg + "; kept because of --force",
                                           file=res.binary))
