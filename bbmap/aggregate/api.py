@@ -322,10 +322,7 @@ class Session:
         self.binary_path = os.fspath(binary)
         self._binary_sha256: str | None = None
         b = load_binary(binary, debug_dirs=debug_dirs, demangle=demangle)
-        if getattr(b, "is_relocatable", False):
-            raise BBMapError("a relocatable object (.o) is never mapped by a process, so no "
-                             "sample can be in it; annotate the linked binary",
-                             file=self.binary_path)
+        b.refuse_relocatable()
         self.b = b
         if address_only:
             # BOLT's formats only: no block map, function table or index is needed (the

@@ -44,8 +44,14 @@ from bbmap.formats.bbaddrmap import (
     SHT_LLVM_BB_ADDR_MAP_V0,
 )
 from bbmap.formats.elf import (
+    EI_CLASS,
+    EI_DATA,
+    ELFCLASS32,
+    ELFCLASS64,
     ELFCOMPRESS_ZLIB,
     ELFCOMPRESS_ZSTD,
+    ELFDATA2LSB,
+    ELFDATA2MSB,
     ET_NAMES,
     PF_W,
     PT_LOAD,
@@ -155,6 +161,8 @@ class Binary:
                                      "profile goes after it: --perf-data, --profile, or "
                                      "annotate PERF_DATA BINARY)", file=self.path, offset=0)
                 raise BBMapError("not an ELF file (bad magic)", file=self.path, offset=0)
+            self._check_ident(size)
+            self._at: tuple[str, int] = ("ELF header", 0)  # what is being read, for errors
             self.elf = ELFFile(self._mm)
             self._check_tables(size)
             self.elfclass = self.elf.elfclass
@@ -168,16 +176,42 @@ class Binary:
             raise
         except (ELFError, ElfConstructError, struct.error, ValueError, OverflowError) as e:
             self.close()
-            raise BBMapError(f"malformed ELF: {library_words(e)}", file=self.path) from None
+            section, offset = getattr(self, "_at", ("ELF header", 0))
+            raise BBMapError(f"malformed ELF: {library_words(e)}", file=self.path,
+                             section=section, offset=offset) from None
+
+    def _check_ident(self, size: int) -> None:
+        """The class and byte order bytes, and a whole ELF header (pyelftools says
+        "Invalid EI_CLASS b'\\r'" or runs past the end, naming no offset)."""
+        mm = self._mm
+        for off, name, ok in ((EI_CLASS, "EI_CLASS", {ELFCLASS32: "1 (32-bit)",
+                                                      ELFCLASS64: "2 (64-bit)"}),
+                              (EI_DATA, "EI_DATA", {ELFDATA2LSB: "1 (little-endian)",
+                                                    ELFDATA2MSB: "2 (big-endian)"})):
+            if mm[off] not in ok:
+                raise BBMapError(f"{name} is {mm[off]:#x}, neither {' nor '.join(ok.values())}",
+                                 file=self.path, section="ELF header", offset=off)
+        need = elf_dtype("Elf_Ehdr", 64 if mm[EI_CLASS] == ELFCLASS64 else 32, True).itemsize
+        if size < need:
+            raise BBMapError(f"the ELF header needs {need} bytes, the file has {size}",
+                             file=self.path, section="ELF header", offset=0)
 
     def _check_tables(self, size: int) -> None:
-        """The program and section header tables lie inside the file (checked before
-        pyelftools seeks to them: a wild ``e_phoff`` makes it overflow, not fail)."""
+        """The program and section header tables lie inside the file and their entries are
+        as large as a header (checked before pyelftools seeks to them: a wild ``e_phoff``
+        makes it overflow, a small ``e_phentsize`` raise without an offset)."""
         h = self.elf.header
         is64 = self.elf.elfclass == 64
-        for what, off_f, num_f, ent_f in (("program", "e_phoff", "e_phnum", "e_phentsize"),
-                                          ("section", "e_shoff", "e_shnum", "e_shentsize")):
+        ehdr = elf_dtype("Elf_Ehdr", 64 if is64 else 32, True)
+        structs = self.elf.structs
+        for what, off_f, num_f, ent_f, entry in (
+                ("program", "e_phoff", "e_phnum", "e_phentsize", structs.Elf_Phdr.sizeof()),
+                ("section", "e_shoff", "e_shnum", "e_shentsize", structs.Elf_Shdr.sizeof())):
             off, num, ent = h[off_f], h[num_f], h[ent_f]
+            if off and ent < entry:
+                raise BBMapError(
+                    f"{ent_f} is {ent}, smaller than a {what} header ({entry} bytes)",
+                    file=self.path, section="ELF header", offset=ehdr.fields[ent_f][1])
             if num == 0 or off == 0:
                 continue  # no such table (e_shnum 0 may mean "in section 0": checked below)
             if off + num * ent > size:
@@ -205,6 +239,19 @@ class Binary:
     def is_relocatable(self) -> bool:
         return self.e_type == "ET_REL"
 
+    def refuse_relocatable(self) -> None:
+        """The one refusal of every command that places runtime addresses or samples in a
+        binary (annotate, cfg, layout, fleet, lookup, verify --profile): a ``.o`` has
+        section-relative addresses that overlap and no process maps it.  A usage error
+        (exit 2), like the binary and the profile swapped; dump and verify read it."""
+        if self.is_relocatable:
+            raise UsageError(
+                "a relocatable object (ET_REL, a .o): its addresses are section-relative "
+                "and no process maps it, so no sample or address can be placed in it; pass "
+                "the executable or shared library linked from it (dump and verify read a .o)",
+                file=self.path, section="ELF header",
+                offset=elf_dtype("Elf_Ehdr", self.elfclass, True).fields["e_type"][1])
+
     @property
     def address_size(self) -> int:
         return 8 if self.elfclass == 64 else 4
@@ -214,13 +261,45 @@ class Binary:
         (which parse whole GNU hash tables eagerly: 0.1 s on a 100k-symbol DSO)."""
         elf = self.elf
         try:
+            self._at = ("ELF header", 0)
             n = elf.num_sections()
+            shoff, shent = elf["e_shoff"], elf["e_shentsize"]
+            names = self._section_name_table(n) if n else None
             for i in range(n):
+                self._at = (f"section header [{i}]", shoff + i * shent)
                 h = elf._get_section_header(i)
+                if names is not None and h["sh_name"] >= names[1]:
+                    raise BBMapError(
+                        f"sh_name {h['sh_name']:#x} of section [{i}] lies past the end of the "
+                        f"section name table (section [{names[0]}], {names[1]:#x} bytes)",
+                        file=self.path, section=f"section header [{i}]",
+                        offset=shoff + i * shent)
+                self._at = (f"section [{names[0] if names else '?'}] (section names; the "
+                            f"name of section [{i}])", h["sh_name"])
                 yield h, elf._get_section_name(h)
         except AttributeError:  # another pyelftools: the public, slower way
             for s in elf.iter_sections():
                 yield s.header, s.name
+
+    def _section_name_table(self, n: int) -> tuple[int, int]:
+        """(index, size) of the section name table, checked to be a section inside the file
+        (pyelftools would fail reading a name, with no word of which table or where)."""
+        elf = self.elf
+        idx = elf.get_shstrndx()
+        ehdr = elf_dtype("Elf_Ehdr", elf.elfclass, True)
+        if idx >= n:
+            raise BBMapError(f"e_shstrndx {idx} names no section (there are {n})",
+                             file=self.path, section="ELF header",
+                             offset=ehdr.fields["e_shstrndx"][1])
+        at = elf["e_shoff"] + idx * elf["e_shentsize"]
+        self._at = (f"section header [{idx}]", at)
+        h = elf._get_section_header(idx)
+        if h["sh_offset"] + h["sh_size"] > len(self._mm) and h["sh_type"] != "SHT_NOBITS":
+            raise BBMapError(
+                f"the section name table (section [{idx}], {h['sh_size']:#x} bytes at "
+                f"{h['sh_offset']:#x}) lies outside the file ({len(self._mm):#x} bytes)",
+                file=self.path, section=f"section header [{idx}]", offset=at)
+        return idx, h["sh_size"]
 
     def _read_sections(self) -> list[SectionInfo]:
         out = []
@@ -235,7 +314,10 @@ class Binary:
         out = []
         elf = self.elf
         try:  # headers only: a DynamicSegment object would parse the GNU hash table
-            headers = [elf._get_segment_header(i) for i in range(elf.num_segments())]
+            headers = []
+            for i in range(elf.num_segments()):
+                self._at = (f"program header [{i}]", elf["e_phoff"] + i * elf["e_phentsize"])
+                headers.append(elf._get_segment_header(i))
         except AttributeError:
             headers = [seg.header for seg in elf.iter_segments()]
         for h in headers:

@@ -320,7 +320,8 @@ def _callsite_offsets(ctx: VerifyContext) -> Iterator[Finding]:
     rng = ctx.block_range[owner[sel]]
     addr = ctx.block_start[owner[sel]] + cs[sel].astype(np.uint64)
     j = np.where(end_sem[sel], code.ending_at(rng, addr), code.starting_at(rng, addr))
-    kinds = np.where(j >= 0, code.kinds[np.maximum(j, 0)], 255)
+    kinds = (np.where(j >= 0, code.kinds[np.maximum(j, 0)], 255) if len(code.kinds)
+             else np.full(len(j), 255))  # nothing decoded: no offset is after a call
     for k in np.nonzero(~np.isin(kinds, list(_CALL_LIKE)))[0].tolist():
         s, jk = int(sel[k]), int(j[k])
         b = int(owner[s])
