@@ -168,19 +168,21 @@ def _diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
     in_block = int(acct.samples[IN_BLOCK])
     in_binary = int(acct.samples[:OUTSIDE_FUNCTION + 1].sum())
 
-    def err(msg: str) -> None:
-        out.append(Diagnostic(msg, severity="error"))
+    def err(msg: str) -> None:  # names the binary unless the message does already
+        out.append(Diagnostic(msg, severity="error",
+                              file=None if ev.binary in msg else ev.binary))
 
     def warn(msg: str) -> None:
         out.append(Diagnostic(msg, severity="warning"))
 
     if total == 0 and acct.total_branches == 0 and ev.undecoded_samples:
-        err(f"none of the {ev.undecoded_samples} SAMPLE records could be decoded: they do "
+        out.append(Diagnostic(
+            f"none of the {ev.undecoded_samples} SAMPLE records could be decoded: they do "
             "not fit the event attrs the header declares (a damaged header?); the reader's "
-            "warnings say which and where")
+            "warnings say which and where", severity="error"))
         return STATUS_NOTHING, out
     if total == 0 and acct.total_branches == 0:
-        err("the profile has no samples")
+        out.append(Diagnostic("the profile has no samples", severity="error"))
         return STATUS_NOTHING, out
 
     # LBR records in blocks are a result even when no IP sample is (e.g. every sample
