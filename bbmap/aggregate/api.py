@@ -355,10 +355,16 @@ class Session:
     def evidence(self) -> Evidence:
         b = self.b
         bm = self.ann.block_map if self.ann.address_only else b.block_map
+        stripped = b.stripped() if hasattr(b, "stripped") else None
+        dbg = b.debug_file() if stripped else None
+        names = bm.func_name or []
         return Evidence(binary=self.binary_path, binary_build_id=b.build_id,
                         has_block_map=bm.num_blocks > 0, producer=producer_of(b),
                         name_override=self.options["name"], pid=self.options["pid"], go=b.go,
-                        symbols_source=b.symbols_source)
+                        symbols_source=b.symbols_source, stripped=stripped,
+                        debug_file=dbg.path if dbg is not None else None,
+                        unnamed_functions=sum(1 for n in names if not n),
+                        functions=bm.num_functions)
 
     # ------------------------------------------------------------------ inputs
     def add_all(self, paths: Sequence[str], progress: ProgressFn | None = None) -> None:
@@ -487,6 +493,7 @@ class Session:
             quirk_batches += r.quirk_batches
             quirk = r.quirk_evidence or quirk
         resolve(evidence.profiled, self.binary_path, self.debug_dirs)
+        evidence.profiles = [r.info.path for r in records]
         ann = self.ann
         if quirk_batches and quirk is not None:
             p0, deeper, n = quirk

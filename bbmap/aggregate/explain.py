@@ -50,6 +50,19 @@ class Evidence:
     matched_by: set[str] = field(default_factory=set)  # how the profiles' mappings matched
     # the files the profiles mapped as the binary, and what was found of their build
     profiled: list[ProfiledFile] = field(default_factory=list)
+    profiles: list[str] = field(default_factory=list)  # the profiles' paths (for messages)
+    stripped: str | None = None  # how the binary shows it was stripped (Binary.stripped)
+    debug_file: str | None = None  # the debug file found for it (--debug-dir)
+    unnamed_functions: int = 0  # functions of the block map no symbol names (fn@ADDRESS)
+    functions: int = 0  # functions of the block map
+
+
+def restore_advice(build_id: str | None) -> str:
+    """How to give bbmap back what a strip took: the debug file or the unstripped binary."""
+    where = (f" (DIR/.build-id/{build_id[:2]}/{build_id[2:]}.debug, as objcopy "
+             "--only-keep-debug writes it before the strip)" if build_id and
+             len(build_id) > 2 else "")
+    return f"pass --debug-dir DIR with its debug file{where}, or the unstripped binary"
 
 
 def flag_advice(producer: str | None) -> str:
@@ -179,10 +192,12 @@ def _diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
         out.append(Diagnostic(
             f"none of the {ev.undecoded_samples} SAMPLE records could be decoded: they do "
             "not fit the event attrs the header declares (a damaged header?); the reader's "
-            "warnings say which and where", severity="error"))
+            "warnings say which and where", severity="error",
+            file=", ".join(ev.profiles) or None))
         return STATUS_NOTHING, out
     if total == 0 and acct.total_branches == 0:
-        out.append(Diagnostic("the profile has no samples", severity="error"))
+        out.append(Diagnostic("the profile has no samples", severity="error",
+                              file=", ".join(ev.profiles) or None))
         return STATUS_NOTHING, out
 
     # LBR records in blocks are a result even when no IP sample is (e.g. every sample
@@ -249,12 +264,26 @@ def _diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
             f"function ({how}) and those counts are valid: {fns}")
         return STATUS_NOTHING, out
 
+    if not ev.has_block_map and ev.stripped:
+        prod = f", built by {ev.producer}" if ev.producer else ""
+        dbg = (f"; its debug file {ev.debug_file} has no map either" if ev.debug_file
+               else "")
+        err(f"{name} was stripped ({ev.stripped}{prod}) and has no basic-block address map "
+            f"(.llvm_bb_addr_map): {in_binary} samples landed in the binary but none can be "
+            f"put in a block; llvm-strip removes the map with the symbols: "
+            f"{restore_advice(ev.binary_build_id)}{dbg}; if it was built without a map, "
+            f"{flag_advice(ev.producer)}")
+        return STATUS_NOTHING, out
     if not ev.has_block_map:
         prod = f" (built by {ev.producer})" if ev.producer else ""
         err(f"{name} has no basic-block address map (.llvm_bb_addr_map){prod}: "
             f"{in_binary} samples landed in the binary but none can be put in a block; "
             f"{flag_advice(ev.producer)}")
         return STATUS_NOTHING, out
+    if ev.stripped and ev.unnamed_functions and not ev.debug_file:
+        warn(f"{name} was stripped ({ev.stripped}): {ev.unnamed_functions} of "
+             f"{ev.functions} functions of its block map have no name and show as "
+             f"fn@ADDRESS; to name them, {restore_advice(ev.binary_build_id)}")
 
     if in_binary == 0 and not lbr_used:
         err(f"none of the {total} samples landed in {name} (other DSOs: "

@@ -61,6 +61,7 @@ from bbmap.formats.elf import (
     SHT_NOBITS,
     SHT_NOTE,
     SHT_PROGBITS,
+    SHT_SYMTAB,
     SYMBOL_TABLE_TYPES,
     elf_dtype,
     elf_structs,
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from bbmap.binary.go import GoInfo
 
 DEFAULT_DEBUG_DIRS = ("/usr/lib/debug",)
+DEBUGLINK_SECTION = ".gnu_debuglink"
 
 # How large a compressed section may declare itself once inflated (spec/binary.md,
 # "Bounded memory"; issue 18).  Decoding a block map costs ~10x its inflated size (a token
@@ -501,22 +503,94 @@ class Binary:
             return True
 
     def debug_file(self) -> Binary | None:
-        """A separate debug file found by build-id (``.build-id/xx/rest.debug``)."""
+        """A separate debug file found by build-id (``.build-id/xx/rest.debug`` in a
+        ``--debug-dir`` or /usr/lib/debug), else by ``.gnu_debuglink`` (its name beside
+        the binary, in ``.debug/`` beside it, in each debug directory, and under a debug
+        directory followed by the binary's own directory, as gdb looks; the CRC32 the link
+        records must match).  Looked up once."""
+        if "_debug_file" not in self.__dict__:
+            self.__dict__["_debug_file"] = self._find_debug_file()
+        return self.__dict__["_debug_file"]
+
+    def _find_debug_file(self) -> Binary | None:
         bid = self.build_id
-        if not bid or len(bid) < 3:
-            return None
-        for d in (*self.debug_dirs, *DEFAULT_DEBUG_DIRS):
-            for cand in (os.path.join(d, ".build-id", bid[:2], bid[2:] + ".debug"),
-                         os.path.join(d, bid[:2], bid[2:] + ".debug")):
-                if os.path.isfile(cand):
-                    try:
-                        other = Binary(cand, demangle=self.demangle)
-                    except BBMapError as e:
-                        self.diagnostics.add(e.diagnostic)
-                        continue
-                    if other.build_id == bid:
+        dirs = (*self.debug_dirs, *DEFAULT_DEBUG_DIRS)
+        if bid and len(bid) >= 3:
+            for d in dirs:
+                for cand in (os.path.join(d, ".build-id", bid[:2], bid[2:] + ".debug"),
+                             os.path.join(d, bid[:2], bid[2:] + ".debug")):
+                    other = self._open_debug_candidate(cand)
+                    if other is not None and other.build_id == bid:
                         return other
+        link = self.debuglink
+        if link is None:
+            return None
+        name, crc = link
+        here = os.path.dirname(os.path.abspath(self.path))
+        cands = [os.path.join(here, name), os.path.join(here, ".debug", name)]
+        for d in dirs:
+            cands += [os.path.join(d, name), os.path.join(d, here.lstrip(os.sep), name)]
+        for cand in cands:
+            if os.path.abspath(cand) == os.path.abspath(self.path):
+                continue
+            other = self._open_debug_candidate(cand, crc=crc)
+            if other is not None and (not bid or not other.build_id or other.build_id == bid):
+                return other
         return None
+
+    def _open_debug_candidate(self, cand: str, crc: int | None = None) -> Binary | None:
+        if not os.path.isfile(cand):
+            return None
+        if crc is not None:
+            with open(cand, "rb") as fh:
+                got = 0
+                while chunk := fh.read(1 << 20):
+                    got = zlib.crc32(chunk, got)
+            if got != crc:
+                return None
+        try:
+            return Binary(cand, demangle=self.demangle)
+        except BBMapError as e:
+            self.diagnostics.add(e.diagnostic)
+            return None
+
+    @cached_property
+    def debuglink(self) -> tuple[str, int] | None:
+        """``.gnu_debuglink``: the debug file's name and the CRC32 of its bytes."""
+        sec = next((s for s in self.sections if s.name == DEBUGLINK_SECTION), None)
+        if sec is None:
+            return None
+        try:
+            data = self.section_data(sec.index)
+        except BBMapError as e:
+            self.diagnostics.add(e.diagnostic)
+            return None
+        end = data.find(b"\0")
+        if end <= 0:
+            return None
+        at = (end + 4) & ~3  # the name, NUL, padding to 4, then the CRC
+        if at + 4 > len(data):
+            return None
+        crc, = struct.unpack_from("<I" if self.little_endian else ">I", data, at)
+        name = data[:end].decode("utf-8", "replace")
+        if os.sep in name or name in (".", ".."):
+            return None  # a name, never a path (a hostile link may not point elsewhere)
+        return name, crc
+
+    @property
+    def has_symtab(self) -> bool:
+        return any(s.sh_type == SHT_SYMTAB for s in self.sections)
+
+    def stripped(self) -> str | None:
+        """How this file shows it was stripped (None: it was not, or cannot tell).  A
+        linked file without ``.symtab`` was stripped (every linker writes one); without
+        its block map too, and built by a clang that emits one, the strip took the map
+        (``llvm-strip`` does; GNU ``strip`` keeps sections it does not know)."""
+        if self.is_relocatable or not self.sections or self.has_symtab:
+            return None
+        link = self.debuglink
+        how = "no .symtab" + (f"; .gnu_debuglink names {link[0]}" if link else "")
+        return how
 
     # --------------------------------------------------------------- block map
     def map_sections(self) -> list[SectionInfo]:
@@ -632,7 +706,42 @@ class Binary:
         return m
 
     @cached_property
+    def block_map_file(self) -> str:
+        """The file the block map was read from: this one, or its debug file when this
+        one has none (a binary ``llvm-strip`` stripped; ``objcopy --only-keep-debug``
+        keeps the map in the debug file)."""
+        _ = self.block_map
+        return self.__dict__.get("_block_map_file", self.path)
+
+    @cached_property
     def block_map(self) -> BlockMap:
+        maps = self._decoded_maps()
+        if not maps and not self.is_relocatable:
+            dbg = self.debug_file()
+            if dbg is not None and dbg.map_sections():
+                maps = dbg._decoded_maps()
+                self.diagnostics.extend(dbg.diagnostics)
+                if maps:
+                    self.__dict__["_block_map_file"] = dbg.path
+        out = maps[0] if len(maps) == 1 else _concat(maps)
+        if not self.is_relocatable:
+            self._fill_range_sections(out)
+        if self.is_relocatable:
+            secs = out.range_section[out.func_range_ptr[:-1]] if out.num_functions else None
+        else:
+            secs = np.full(out.num_functions, -1, "i4")
+        table = self.symbol_tables[0] if self.symbol_tables else None
+        names = name_functions(out.func_address, secs, table,
+                               relocatable=self.is_relocatable)
+        if None in names:  # keep what the decoder named (label symbols) where none is
+            names = [n if n is not None else old
+                     for n, old in zip(names, out.func_name or [None] * len(names))]
+        out.func_name = names
+        return out
+
+    def _decoded_maps(self) -> list[BlockMap]:
+        """Every block map this file holds (map sections, then label symbols), decoded;
+        faults go to :attr:`diagnostics`."""
         maps = []
         groups: list[list[SectionInfo]] = []
         for sec in self.map_sections():
@@ -655,21 +764,7 @@ class Binary:
         self.diagnostics.extend(diags)
         if lm.num_functions:
             maps.append(lm)
-        out = maps[0] if len(maps) == 1 else _concat(maps)
-        if not self.is_relocatable:
-            self._fill_range_sections(out)
-        if self.is_relocatable:
-            secs = out.range_section[out.func_range_ptr[:-1]] if out.num_functions else None
-        else:
-            secs = np.full(out.num_functions, -1, "i4")
-        table = self.symbol_tables[0] if self.symbol_tables else None
-        names = name_functions(out.func_address, secs, table,
-                               relocatable=self.is_relocatable)
-        if None in names:  # keep what the decoder named (label symbols) where none is
-            names = [n if n is not None else old
-                     for n, old in zip(names, out.func_name or [None] * len(names))]
-        out.func_name = names
-        return out
+        return maps
 
     def _fill_range_sections(self, m: BlockMap) -> None:
         """Linked images: the text section holding each range base (-1 if none)."""

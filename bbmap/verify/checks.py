@@ -75,6 +75,12 @@ def _map_decodes(ctx: VerifyContext) -> Iterator[Finding]:
         secs = ctx.binary.map_sections() if hasattr(ctx.binary, "map_sections") else []
         what = (f"{len(secs)} map section(s) hold no functions" if secs else
                 "no SHT_LLVM_BB_ADDR_MAP section, .bb_info or BB label symbols")
+        how = ctx.binary.stripped() if hasattr(ctx.binary, "stripped") else None
+        if how and not secs:
+            from bbmap.aggregate.explain import restore_advice
+
+            what += (f"; the file was stripped ({how}) and llvm-strip removes the map with "
+                     f"the symbols: {restore_advice(ctx.binary.build_id)}")
         yield Finding("map-decodes", f"no block map: {what}")
         return
     declared = m.range_num_blocks.astype(np.int64)
