@@ -97,8 +97,8 @@ def commands(kind: str, m: str, partner: Path, pgo: Path | None, out: str) -> li
                    for f in ("text", "json")])
     if kind == "elf":
         name = ["--name", _basename_of(m)]
-        ann = [["annotate", str(partner), m, *name, "--format", f, "-o", f"{out}.{EXT[f]}"]
-               for f in FORMATS]
+        ann = [["annotate", str(partner), m, *name, "--format", f, "-o", f"{out}.{EXT[f]}",
+                *_inference(f)] for f in FORMATS]
         return ann + [
             ["dump", m, "-o", out + ".json"],
             ["lookup", m, "0x1740", "--explain"],
@@ -106,14 +106,20 @@ def commands(kind: str, m: str, partner: Path, pgo: Path | None, out: str) -> li
             ["verify", m, "--profile", str(partner), "-o", out + ".txt"],
             ["cfg", str(partner), m, *name, "-o", out + ".svg"],
             ["layout", str(partner), m, *name, "-o", out + ".txt"]]
-    ann = [["annotate", m, str(partner), "--format", f, "-o", f"{out}.{EXT[f]}"]
-           for f in FORMATS]
+    ann = [["annotate", m, str(partner), "--format", f, "-o", f"{out}.{EXT[f]}",
+            *_inference(f)] for f in FORMATS]
     return ann + [
         ["perf-info", m, "-o", out + ".json"],
         ["verify", str(pgo), "--profile", m, "-o", out + ".txt"],
         ["cfg", m, str(partner), "-o", out + ".svg"],
         ["layout", m, str(partner), "-o", out + ".txt"],
         ["lookup", str(partner), "0x1740", "--perf-data", m]]
+
+
+def _inference(fmt: str) -> list[str]:
+    """Inference (disassembly, CFG, min-cost flow) for the text format, where it is the
+    default; off for the others, whose writers are what those runs are for."""
+    return [] if fmt == "text" else ["--inference", "off"]
 
 
 def _basename_of(m: str) -> str:
@@ -201,6 +207,8 @@ def main() -> int:
         jobs.append((i, kind, src, desc, m, commands(kind, m, partner, pgo,
                                                      os.path.join(work, f"o{i}"))))
 
+    done = [0]
+
     def one(job):
         i, kind, src, desc, m, cmds = job
         res = []
@@ -213,6 +221,9 @@ def main() -> int:
             res.append((args, r, judge(args, r, files, GOOD if out else None, out)))
             if out is not None:
                 Path(out).unlink(missing_ok=True)
+        done[0] += 1
+        print(f"# {done[0]} of {len(jobs)} mutants, {time.monotonic() - t0:.0f} s",
+              file=sys.stderr, flush=True)
         return job, res
 
     t0 = time.monotonic()
