@@ -98,14 +98,14 @@ def commands(kind: str, m: str, partner: Path, pgo: Path | None, out: str) -> li
     if kind == "elf":
         name = ["--name", _basename_of(m)]
         ann = [["annotate", str(partner), m, *name, "--format", f, "-o", f"{out}.{EXT[f]}",
-                *_inference(f)] for f in FORMATS]
+                "--inference", "off"] for f in FORMATS]
         return ann + [
             ["dump", m, "-o", out + ".json"],
             ["lookup", m, "0x1740", "--explain"],
             ["verify", m, "-o", out + ".txt"],
             ["verify", m, "--profile", str(partner), "-o", out + ".txt"],
-            ["cfg", str(partner), m, *name, "-o", out + ".svg"],
-            ["layout", str(partner), m, *name, "-o", out + ".txt"]]
+            ["cfg", str(partner), m, *name, "-o", out + ".svg", "--inference", "off"],
+            ["layout", str(partner), m, *name, "-o", out + ".txt", "--inference", "off"]]
     ann = [["annotate", m, str(partner), "--format", f, "-o", f"{out}.{EXT[f]}",
             *_inference(f)] for f in FORMATS]
     return ann + [
@@ -117,8 +117,9 @@ def commands(kind: str, m: str, partner: Path, pgo: Path | None, out: str) -> li
 
 
 def _inference(fmt: str) -> list[str]:
-    """Inference (disassembly, CFG, min-cost flow) for the text format, where it is the
-    default; off for the others, whose writers are what those runs are for."""
+    """Inference (disassembly, CFG, min-cost flow) on a damaged profile for the text format,
+    where it is the default; off for the others, whose writers are what those runs are for
+    (a damaged binary runs without it: its disassembly is verify's)."""
     return [] if fmt == "text" else ["--inference", "off"]
 
 
@@ -182,6 +183,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--json", default=None, help="write the counts here")
     ap.add_argument("--commit", default=None, help="recorded in --json")
+    ap.add_argument("--runs-log", default=None, help="append one JSON line per run here")
     a = ap.parse_args()
 
     import bbmap.cli  # noqa: F401 - imported once, before forking
@@ -224,6 +226,16 @@ def main() -> int:
         done[0] += 1
         print(f"# {done[0]} of {len(jobs)} mutants, {time.monotonic() - t0:.0f} s",
               file=sys.stderr, flush=True)
+        if a.runs_log:  # one line per run as it ends: a run cut short still counts
+            with open(a.runs_log, "a") as fh:
+                for args, r, bad in res:
+                    errs = [ln for ln in r["stderr"].splitlines()
+                            if ln.startswith("bbmap: error:")]
+                    fh.write(json.dumps({"mutant": i, "seed": src.name, "desc": desc,
+                                         "cmd": _label(args), "args": args,
+                                         "code": r["code"], "seconds": round(r["seconds"], 2),
+                                         "findings": sorted(set(bad)), "errors": errs})
+                             + "\n")
         return job, res
 
     t0 = time.monotonic()
