@@ -82,7 +82,9 @@ REFUSALS = re.compile(
     r"no PGO analysis map|was not recorded|no executable mapping|none of the samples|"
     r"relocatable object|records no|recorded no|no sample of|did not map|not an ELF file|"
     r"is a perf\.data profile|not a perf\.data|different build|other build|"
-    r"cannot open|No such file|is a directory|not a Parquet|other binar", re.I)
+    r"cannot open|No such file|is a directory|not a Parquet|other binar|no branch stacks|"
+    r"outside every function|profile is empty|has no basic-block address map|"
+    r"never appears in the profile", re.I)
 # A summary after the lines that name each file (``exit_if_incomplete``): exempt from both.
 SUMMARY = re.compile(r"^bbmap: error: incomplete: \d+ of \d+ profiles|^bbmap: error: \.\.\. and "
                      r"\d+ more")
@@ -184,7 +186,12 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="write the counts here")
     ap.add_argument("--commit", default=None, help="recorded in --json")
     ap.add_argument("--runs-log", default=None, help="append one JSON line per run here")
+    ap.add_argument("--summarize", default=None, metavar="LOG",
+                    help="print the counts of a --runs-log (a run cut short included)")
     a = ap.parse_args()
+    if a.summarize:
+        print(json.dumps(summarize(Path(a.summarize)), indent=1))
+        return 0
 
     import bbmap.cli  # noqa: F401 - imported once, before forking
     for mod in ("annotate", "cfg", "dump", "layout", "lookup", "merge", "perf_info", "verify"):
@@ -285,6 +292,39 @@ def main() -> int:
         Path(a.json).write_text(json.dumps(summary, indent=1) + "\n")
     AGG_SEED.unlink(missing_ok=True)
     return 1 if per_kind else 0
+
+
+def summarize(log: Path) -> dict:
+    """Counts per command and per finding of a ``--runs-log``."""
+    runs = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
+    per: dict[str, dict] = {}
+    kinds: Counter = Counter()
+    messages: Counter = Counter()
+    for r in runs:
+        c = per.setdefault(r["cmd"], {"runs": 0, "exits": Counter(), "findings": Counter()})
+        c["runs"] += 1
+        c["exits"][str(r["code"])] += 1
+        # the error lines judged again with this file's rules (REFUSALS may have grown)
+        files = [x for x in r["args"] if os.sep in x]
+        found = [b for b in r["findings"] if b not in ("no-file", "no-offset")]
+        for ln in r["errors"]:
+            messages[template(ln)] += 1
+            if SUMMARY.search(ln):
+                continue
+            if not any(f in ln or os.path.basename(f) in ln for f in files):
+                found.append("no-file")
+            if "offset" not in ln and not REFUSALS.search(ln):
+                found.append("no-offset")
+                messages["(no offset) " + template(ln)] += 1
+        for b in sorted(set(found)):
+            c["findings"][b] += 1
+            kinds[b] += 1
+    return {"runs": len(runs), "mutants": len({r["mutant"] for r in runs}),
+            "findings": dict(sorted(kinds.items())),
+            "per_command": {k: {"runs": v["runs"], "exits": dict(sorted(v["exits"].items())),
+                                "findings": dict(sorted(v["findings"].items()))}
+                            for k, v in sorted(per.items())},
+            "error_kinds": dict(messages.most_common())}
 
 
 def _label(args: list[str]) -> str:

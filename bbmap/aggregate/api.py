@@ -549,7 +549,8 @@ def _evidence_json(ev: Evidence) -> dict:
                           list(p.inode) if p.inode is not None else None]
                          for p in ev.profiled],
             "binary_mmaps": ev.binary_mmaps, "undecoded_samples": ev.undecoded_samples,
-            "mapping_notes": list(ev.mapping_notes)}
+            "mapping_notes": list(ev.mapping_notes),
+            **({"undecoded_at": list(ev.undecoded_at)} if ev.undecoded_at else {})}
 
 
 def _absorb(evidence: Evidence, d: dict, profiled_file) -> None:  # noqa: ANN001
@@ -565,6 +566,8 @@ def _absorb(evidence: Evidence, d: dict, profiled_file) -> None:  # noqa: ANN001
             evidence.profiled.append(profiled_file(fn, bid, tuple(inode) if inode else None))
     evidence.binary_mmaps += d["binary_mmaps"]
     evidence.undecoded_samples += d["undecoded_samples"]
+    if d.get("undecoded_at") and evidence.undecoded_at is None:
+        evidence.undecoded_at = tuple(d["undecoded_at"])  # type: ignore[assignment]
     evidence.mapping_notes.extend(d["mapping_notes"])
 
 

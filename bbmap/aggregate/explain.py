@@ -45,6 +45,8 @@ class Evidence:
     hot_no_block: list[tuple[str, int]] = field(default_factory=list)  # functions w/o blocks
     mapping_notes: list[str] = field(default_factory=list)  # the mapping layer's explanation
     undecoded_samples: int = 0  # SAMPLE records the reader had to drop (see its warnings)
+    # where the reader first said so: (profile, section, offset)
+    undecoded_at: tuple[str, str | None, int] | None = None
     go: Any = None  # the binary's GoInfo (bbmap.binary.go): a Go binary's own identity
     symbols_source: str | None = None  # "symbol table" | ".gopclntab" (a stripped Go binary)
     matched_by: set[str] = field(default_factory=set)  # how the profiles' mappings matched
@@ -189,11 +191,12 @@ def _diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
         out.append(Diagnostic(msg, severity="warning"))
 
     if total == 0 and acct.total_branches == 0 and ev.undecoded_samples:
+        where = ev.undecoded_at or (", ".join(ev.profiles) or None, None, None)
         out.append(Diagnostic(
             f"none of the {ev.undecoded_samples} SAMPLE records could be decoded: they do "
             "not fit the event attrs the header declares (a damaged header?); the reader's "
-            "warnings say which and where", severity="error",
-            file=", ".join(ev.profiles) or None))
+            "warnings say which" + (" (the first fault is here)" if ev.undecoded_at else ""),
+            severity="error", file=where[0], section=where[1], offset=where[2]))
         return STATUS_NOTHING, out
     if total == 0 and acct.total_branches == 0:
         out.append(Diagnostic("the profile has no samples", severity="error",
