@@ -62,6 +62,7 @@ def parts(session, bad_profiles):
     return out
 
 
+@pytest.mark.slow
 def test_round_trip_is_byte_identical(parts, tmp_path):
     for i, a in enumerate(parts):
         f = tmp_path / f"{i}.agg"
@@ -208,6 +209,7 @@ def test_damaged_and_foreign_files_are_clear_errors(tmp_path):
     assert cli("annotate", PIE_PROFILE, PIE_BINARY, "--format", "aggregate")[0] == 2  # no -o
 
 
+@pytest.mark.slow
 def test_core_commands_do_not_import_pyarrow_or_dask():
     code = ("import sys; from click.testing import CliRunner; from bbmap.cli import main; "
             f"r = CliRunner().invoke(main, ['annotate', {PIE_PROFILE!r}, {PIE_BINARY!r}, "

@@ -334,6 +334,7 @@ def test_function_table_equals_debug_gosym(gosymdump, path):
 @settings(max_examples=80, deadline=None)
 @given(st.sampled_from([".note.go.buildid", ".go.buildinfo", ".gopclntab"]),
        st.integers(0, 1 << 16), st.binary(min_size=1, max_size=16))
+@pytest.mark.slow
 def test_damaged_go_sections_give_warnings_not_tracebacks(tmp_path_factory, name, at, junk):
     """Bytes overwritten anywhere in a Go section: Binary.go still answers, and what it
     could not read is a warning naming the file and section."""

@@ -128,6 +128,7 @@ def test_no_class_name_twice():
     assert {k: v for k, v in classes.items() if len(v) > 1} == {}
 
 
+@pytest.mark.slow
 def test_no_constant_or_class_declared_twice():
     twice = {n: where for n, where in _declared().items()
              if len(where) > 1 and n not in SAME_NAME_ALLOWED}

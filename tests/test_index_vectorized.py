@@ -287,6 +287,7 @@ def _random_inputs(seed: int) -> tuple[BlockMap, FunctionSymbols, list[SectionIn
     return b.build(), fs, secs
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.integers(0, 2**32))
 def test_generated_layouts_match_reference(seed: int) -> None:

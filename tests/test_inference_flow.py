@@ -237,6 +237,7 @@ def test_inference_off_and_on(ip_profile):
     assert "inference" not in off.to_json()
 
 
+@pytest.mark.slow
 def test_cli_inference_option(ip_profile, tmp_path):
     from click.testing import CliRunner
 

@@ -188,6 +188,7 @@ def test_plain_python_and_numpy_evaluators_agree(monkeypatch, params):
             ext_tsp_score(sizes, edges, b, params), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_lazy_heap_gives_the_eager_merges():
     """Upper bounds in the heap only defer work: same merges as scoring every pair."""
     rng = random.Random(9)
@@ -253,6 +254,7 @@ def test_llvm_conditional_weights():
     assert ext_tsp_score([4, 4, 4], [(0, 1, 10), (0, 2, 0)], [0, 1, 2], LLVM) == 10.0
 
 
+@pytest.mark.slow
 def test_windowed_self_gains_equal_the_difference_arrays():
     """A few split positions of a long chain are scored from the jumps near the cut (and
     those spanning nearly the whole chain) only: the same numbers as the full rows."""
