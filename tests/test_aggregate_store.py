@@ -71,6 +71,7 @@ def test_round_trip_is_byte_identical(parts, tmp_path):
         assert store.aggregate_bytes(store.read_aggregate(str(f))) == f.read_bytes()
 
 
+@pytest.mark.slow
 def test_merge_orders_and_groupings_give_identical_bytes(parts):
     a, b, c, d, e = parts
     m = store.merge
@@ -138,6 +139,7 @@ def test_the_file_is_plain_parquet_for_sql_engines(parts, tmp_path):
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 5), min_size=12, max_size=12), min_size=1,
                 max_size=6), st.randoms())
+@pytest.mark.slow
 def test_sparse_sum_is_the_dense_sum_in_any_order(rows, rnd):
     parts = [store.Sparse.of_dense({"c": np.array(r, np.int64)}) for r in rows]
     rnd.shuffle(parts)

@@ -188,6 +188,7 @@ def _table(entries: list[tuple[int, str]], end: int, little: bool, ptr: int,
     st.characters(min_codepoint=33, max_codepoint=0x2FF), min_size=1, max_size=12)),
     max_size=40), st.booleans(), st.sampled_from([4, 8]),
     st.sampled_from([GO118_MAGIC, GO120_MAGIC]))
+@pytest.mark.slow
 def test_function_table_fast_path_equals_reference_on_tables_built_from_the_declarations(
         funcs, little, ptr, magic):
     entries, off = [], 0
@@ -239,6 +240,7 @@ def test_not_a_go_binary():
     assert load_binary(c).go is None
 
 
+@pytest.mark.slow
 def test_go_precheck_never_hides_a_go_binary():
     """``Binary._may_be_go`` (which spares other binaries the Go reader's import) answers
     False only where ``read_go`` finds nothing, on every corpus binary, Go or not, and on

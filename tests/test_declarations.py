@@ -119,6 +119,7 @@ def _declared() -> dict[str, list[str]]:
     return seen
 
 
+@pytest.mark.slow
 def test_no_class_name_twice():
     classes: dict[str, list[str]] = defaultdict(list)
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -313,6 +313,7 @@ def test_a_warm_cache_needs_no_capstone(tmp_path, monkeypatch):
     _same_cfg(got, fresh)
 
 
+@pytest.mark.slow
 def test_capstone_version_is_the_same_before_and_after_importing_it():
     """One install makes one key whether capstone is imported yet or not."""
     import subprocess

@@ -448,6 +448,7 @@ def test_write_json_equals_rendering(tmp_path):
 U64 = st.integers(0, 2**64 - 1)
 
 
+@pytest.mark.slow
 @given(st.lists(st.one_of(st.integers(0, 70000), U64), max_size=50), st.binary(max_size=3))
 def test_decimal_texts(values, suffix):
     arr = np.array(values, dtype=np.uint64)

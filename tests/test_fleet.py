@@ -145,6 +145,7 @@ def test_cli_fleet_usage_errors(tmp_path):
     assert code == 3 and "no file matches" in text
 
 
+@pytest.mark.slow
 def test_cli_fleet_on_a_running_scheduler(client, pieces, one_process, tmp_path):
     """--scheduler ADDRESS: the same command on an existing cluster (here the fixture's)."""
     lst = tmp_path / "all.txt"

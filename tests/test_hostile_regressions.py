@@ -69,6 +69,7 @@ def test_wild_e_phoff_names_the_elf_header_field(tmp_path, cmd):
         and "lies outside the file" in line, line
 
 
+@pytest.mark.slow
 @have_corpus
 def test_damaged_gnu_property_note_is_not_an_internal_error(tmp_path):
     """Was: ArrayError from pyelftools' note parser in Binary.build_id."""

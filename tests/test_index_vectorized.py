@@ -361,6 +361,7 @@ def _corpus_binaries(corpus_dir: Path) -> list[Path]:
     return out
 
 
+@pytest.mark.slow
 def test_corpus_binaries_match_reference(corpus_dir: Path) -> None:
     paths = [p for p in _corpus_binaries(corpus_dir) if p.exists()]
     if not paths:

@@ -174,6 +174,7 @@ def test_deterministic_whatever_the_edge_order():
 
 @pytest.mark.parametrize("params", [PROPELLER, LLVM, PROPELLER.with_(chain_split_threshold=0)],
                          ids=["propeller", "llvm", "propeller-edges-only"])
+@pytest.mark.slow
 def test_plain_python_and_numpy_evaluators_agree(monkeypatch, params):
     """Short merges are scored in plain Python, long ones with numpy: the same candidates
     and formula, so the layouts score the same (a tie may pick another equal order)."""

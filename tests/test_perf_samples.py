@@ -112,6 +112,7 @@ def test_fast_decoder_equals_construct(data):
             assert int(d.callchain_nr[i]) == len(ref.callchain)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_truncated_or_inflated_records_are_flagged_not_read_past(data):
