@@ -84,7 +84,7 @@ REFUSALS = re.compile(
     r"is a perf\.data profile|not a perf\.data|different build|other build|"
     r"cannot open|No such file|is a directory|not a Parquet|other binar|no branch stacks|"
     r"outside every function|profile is empty|has no basic-block address map|"
-    r"never appears in the profile", re.I)
+    r"never appears in the profile|none of the \d+ samples landed in", re.I)
 # A summary after the lines that name each file (``exit_if_incomplete``): exempt from both.
 SUMMARY = re.compile(r"^bbmap: error: incomplete: \d+ of \d+ profiles|^bbmap: error: \.\.\. and "
                      r"\d+ more")
