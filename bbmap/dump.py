@@ -514,12 +514,32 @@ def dump(path: str, demangle: bool = True, decoder: str = "fast") -> dict:
     return json.loads(text)
 
 
+def _strip_lines(binary: Binary, m: BlockMap, names: list) -> Iterator[str]:
+    """Where the block map came from when not this file, and, once, what a strip took."""
+    src = getattr(binary, "block_map_file", binary.path)
+    if src != binary.path:
+        yield f"block map: from the debug file {src} (this file has none: stripped)\n"
+    how = binary.stripped() if hasattr(binary, "stripped") else None
+    if not how:
+        return
+    from bbmap.aggregate.explain import restore_advice
+
+    unnamed = sum(1 for n in names if not n)
+    if not m.num_functions:
+        yield (f"stripped ({how}): no block map and no symbols; llvm-strip removes the map "
+               f"with the symbols: {restore_advice(binary.build_id)}\n")
+    elif unnamed:
+        yield (f"stripped ({how}): {unnamed} of {m.num_functions} functions have no name "
+               f"(fn@ADDRESS); to name them, {restore_advice(binary.build_id)}\n")
+
+
 def iter_text(binary: Binary) -> Iterator[str]:
     """A readable table per function."""
     m = binary.block_map
     names = m.func_name or [None] * m.num_functions
     yield f"{binary.path}: {binary.e_type}, build-id {binary.build_id or '-'}, " \
           f"{m.num_functions} functions, {m.num_ranges} ranges, {m.num_blocks} blocks\n"
+    yield from _strip_lines(binary, m, names)
     if binary.go is not None:
         from bbmap.binary.go import go_identity_line  # a Go binary's only: not at start-up
 

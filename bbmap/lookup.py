@@ -94,10 +94,7 @@ class Lookuper:
 
     def __init__(self, binary: Any, *, mappings: ProfileMappings | None = None,
                  base: int | None = None) -> None:
-        if getattr(binary, "is_relocatable", False):
-            raise UsageError("a relocatable object's addresses are section-relative and "
-                             "overlap; look up addresses in the linked binary",
-                             file=str(binary.path))
+        binary.refuse_relocatable()
         self.binary = binary
         self.index = BlockIndex(binary.block_map, binary.symbols, binary.sections)
         self.mappings = mappings

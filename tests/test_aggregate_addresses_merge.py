@@ -5,6 +5,7 @@ profile as reduce_by_key of the concatenation, its definition (bbmap/aggregate/a
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +45,7 @@ def columns(p: AddressProfile) -> list:
                                                  p.ip_samples)]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(ROWS, IPS, ROWS, IPS, st.booleans(), st.booleans(), st.booleans())
 def test_merge_equals_reduce_of_concatenation(r1, i1, r2, i2, raw, empty, swap):

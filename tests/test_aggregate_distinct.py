@@ -155,6 +155,7 @@ def run(batches_, filter_pid, distinct: bool) -> tuple[dict, int]:
     return state(a), used
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(batches(), min_size=1, max_size=3), st.sampled_from([None, 10, 11]))
 def test_distinct_equals_each(bs, filter_pid):

@@ -83,6 +83,7 @@ NAMES = st.sampled_from(["main", "f", "g", "_Z1fv", "_Z1gi", "f.cold", "g.cold",
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(NAMES, st.integers(0, 40), st.integers(0, 3)), max_size=30),
        st.booleans(), st.booleans())
+@pytest.mark.slow
 def test_same_table_as_before(rows, demangle, fancy) -> None:  # noqa: ANN001
     rows = sorted(rows, key=lambda r: r[1])  # by address, as the loader sorts them
     names = [n for n, _, _ in rows]

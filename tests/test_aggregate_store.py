@@ -62,6 +62,7 @@ def parts(session, bad_profiles):
     return out
 
 
+@pytest.mark.slow
 def test_round_trip_is_byte_identical(parts, tmp_path):
     for i, a in enumerate(parts):
         f = tmp_path / f"{i}.agg"
@@ -70,6 +71,7 @@ def test_round_trip_is_byte_identical(parts, tmp_path):
         assert store.aggregate_bytes(store.read_aggregate(str(f))) == f.read_bytes()
 
 
+@pytest.mark.slow
 def test_merge_orders_and_groupings_give_identical_bytes(parts):
     a, b, c, d, e = parts
     m = store.merge
@@ -137,6 +139,7 @@ def test_the_file_is_plain_parquet_for_sql_engines(parts, tmp_path):
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 5), min_size=12, max_size=12), min_size=1,
                 max_size=6), st.randoms())
+@pytest.mark.slow
 def test_sparse_sum_is_the_dense_sum_in_any_order(rows, rnd):
     parts = [store.Sparse.of_dense({"c": np.array(r, np.int64)}) for r in rows]
     rnd.shuffle(parts)
@@ -208,6 +211,7 @@ def test_damaged_and_foreign_files_are_clear_errors(tmp_path):
     assert cli("annotate", PIE_PROFILE, PIE_BINARY, "--format", "aggregate")[0] == 2  # no -o
 
 
+@pytest.mark.slow
 def test_core_commands_do_not_import_pyarrow_or_dask():
     code = ("import sys; from click.testing import CliRunner; from bbmap.cli import main; "
             f"r = CliRunner().invoke(main, ['annotate', {PIE_PROFILE!r}, {PIE_BINARY!r}, "

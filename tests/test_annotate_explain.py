@@ -71,3 +71,29 @@ def test_lbr_in_blocks_is_a_result_even_when_no_ip_sample_is():
     assert any("come from the 30 LBR records" in d.message for d in m)
     a.branches[0], a.branches[4] = 0, 40  # no record in a block: IP verdicts stand
     assert diagnose(a, ev())[0] == "nothing_mapped"
+
+
+def test_no_decodable_sample_names_where_the_reader_first_failed(tmp_path):
+    """A damaged data size in a pipe-mode profile (a fuzzer's mutant of the corpus's
+    c22-addrmap-pie-pipe): every SAMPLE record is there but none fits the attrs.  Was: the
+    error line named neither the file nor an offset ("the reader's warnings say which and
+    where"); now the profile and the offset of the reader's first fault."""
+    import os
+    import struct
+
+    from helpers import CORPUS, PIE_BINARY, cli, one_error_line
+
+    src = CORPUS / "profiles" / "c22-addrmap-pie-pipe" / "perf.data"
+    if not (src.exists() and os.path.exists(PIE_BINARY)):
+        import pytest
+
+        pytest.skip("corpus not built")
+    d = bytearray(src.read_bytes())
+    struct.pack_into("<Q", d, 0x30, 0xFFFFFFFFFFFFFFFF)
+    p = tmp_path / "perf.data"
+    p.write_bytes(bytes(d))
+    code, out = cli("annotate", str(p), PIE_BINARY, "--inference", "off")
+    line = one_error_line(out)
+    assert code == 1, out
+    assert line.startswith(f"bbmap: error: {p}: data: offset 0x"), line
+    assert "none of the 3015 SAMPLE records could be decoded" in line, line

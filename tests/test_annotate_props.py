@@ -8,6 +8,7 @@ map-less function, the binary outside functions, libc, the kernel and unmapped a
 
 from __future__ import annotations
 
+import pytest
 from helpers import KADDR, LIBC, batch, block_map, resolver, rt, symbols
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,6 +83,7 @@ entry = st.tuples(st.sampled_from(POINTS), st.sampled_from(POINTS))
 stacks = st.lists(st.lists(entry, min_size=0, max_size=6), min_size=1, max_size=12)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(stacks=stacks, dup=st.lists(st.booleans(), min_size=12, max_size=12))
 def test_vectorized_equals_reference(stacks, dup):

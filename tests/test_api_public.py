@@ -16,6 +16,7 @@ have_corpus = pytest.mark.skipif(not (os.path.exists(PROF) and os.path.exists(BI
                                  reason="corpus not built")
 
 
+@pytest.mark.slow
 def test_import_bbmap_outside_the_checkout(tmp_path):
     """The README's API works from any directory (a stale editable install made ``bbmap``
     a namespace package outside the checkout: ``bbmap.annotate`` was an AttributeError)."""
@@ -38,6 +39,7 @@ def test_annotate_api_reconciles():
     assert not res.failed
 
 
+@pytest.mark.slow
 @have_corpus
 def test_fixture_in_a_compiler_test_suite(tmp_path):
     missing = tmp_path / "not-built"

@@ -94,6 +94,7 @@ def test_every_module_has_a_row(name):
         f"{name}: add it to the layer table of spec/architecture.md"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_imports_go_up_the_table_only(name):
     mine = _row_of(str(MODULES[name].relative_to(PACKAGE.parent)))
@@ -102,6 +103,7 @@ def test_imports_go_up_the_table_only(name):
     assert later == [], f"{name} ({ROWS[mine][0]}) imports a later layer"
 
 
+@pytest.mark.slow
 def test_no_import_cycles():
     graph = {name: {m for m in _imports(path) if m != name} for name, path in MODULES.items()}
     # a package's __init__ re-exporting its modules is not a cycle with them

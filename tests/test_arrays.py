@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,6 +12,7 @@ from bbmap.arrays import expand_ranges, row_of, segment_cumsum
 
 @given(st.lists(st.tuples(st.integers(-50, 10**12), st.integers(0, 6), st.integers(0, 9)),
                 max_size=30))
+@pytest.mark.slow
 def test_expand_ranges(rows):
     first = np.array([r[0] for r in rows], np.int64)
     counts = np.array([r[1] for r in rows], np.int64)
@@ -22,6 +24,7 @@ def test_expand_ranges(rows):
                                                         for k in range(c)]
 
 
+@pytest.mark.slow
 @given(st.lists(st.integers(0, 5), max_size=30))
 def test_row_of(counts):
     ptr = np.zeros(len(counts) + 1, np.int64)

@@ -118,6 +118,7 @@ def test_fast_and_reference_agree_on_crafted_faults(bad, message):
 # generated sections mix both walks.
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@pytest.mark.slow
 @given(map_section(), st.integers(1, 9))
 def test_fast_equals_reference_with_tiny_slices(sec, slice_bytes):
     kind, fns = sec
@@ -127,6 +128,7 @@ def test_fast_equals_reference_with_tiny_slices(sec, slice_bytes):
 
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@pytest.mark.slow
 @given(st.lists(st.integers(2, 5), min_size=20, max_size=60), st.data())
 def test_fast_equals_reference_on_long_mixed_sections(versions, data):
     fns = [data.draw(map_function(v)) for v in versions]
@@ -181,6 +183,7 @@ def _junky_function(draw):
 
 @settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@pytest.mark.slow
 @given(st.lists(_junky_function(), min_size=1, max_size=40), st.data())
 def test_fast_equals_reference_with_junk_candidates(fns, data):
     raw = bytearray(encode_section("versioned", fns))
@@ -191,6 +194,7 @@ def test_fast_equals_reference_with_junk_candidates(fns, data):
     _fast_equals_reference(inp)
 
 
+@pytest.mark.slow
 def test_junk_candidate_inside_a_record_is_walked_around():
     """A callsite record whose blocks spell a v5 header: the candidate there is junk,
     the record holding it is walked one by one, the records after it in a run again."""
@@ -227,6 +231,7 @@ def test_junk_candidate_inside_a_record_is_walked_around():
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(_junky_function(), min_size=1, max_size=40), st.sampled_from([0, 1, 3]),
        st.data())
+@pytest.mark.slow
 def test_recorded_chain_starts_equal_reference(fns, py_chains, data):
     """The candidate walk records every callsite chain's block starts for the column
     gathering (``_hop_chains``); chains hopped by numpy and by the Python tail
@@ -243,6 +248,7 @@ def test_recorded_chain_starts_equal_reference(fns, py_chains, data):
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@pytest.mark.slow
 @given(st.lists(_junky_function(), min_size=1, max_size=40), st.booleans(), st.data())
 def test_narrow_and_wide_token_indices_equal_reference(fns, narrow, data):
     """``assemble`` keeps the block fields' token indices int32 below
@@ -280,6 +286,7 @@ def _uleb_tokens_by_hand(raw: bytes):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.integers(0, 0x7F), st.integers(0x80, 0xFF)), max_size=300),
        st.sampled_from([1, 2, 3, 7, 64, 1 << 14]))
+@pytest.mark.slow
 def test_uleb_tokens_equal_byte_by_byte(raw, slice_bytes):
     """Terminators, values and continuation bytes found a slice at a time (any slice
     size, slice boundaries inside tokens) equal a byte-by-byte decode."""

@@ -47,12 +47,14 @@ def _check(p, r, offset: int, message: str, kept: int, section: str = SEC):
     return d
 
 
+@pytest.mark.slow
 def test_good_file_exits_zero(tmp_path):
     p, r = _run(tmp_path, write_elf(encode_map(_records()), functions=_fns()))
     assert r.returncode == 0 and r.stderr == ""
     assert [f["name"] for f in json.loads(r.stdout)["functions"]] == ["f0", "f1", "f2", "f3"]
 
 
+@pytest.mark.slow
 def test_unknown_version(tmp_path):
     data = bytearray(encode_map(_records()))
     rec = len(encode_map(_records(2)))
@@ -61,6 +63,7 @@ def test_unknown_version(tmp_path):
     _check(p, r, rec, "unsupported SHT_LLVM_BB_ADDR_MAP version: 9", kept=2)
 
 
+@pytest.mark.slow
 def test_truncated_section(tmp_path):
     data = encode_map(_records())
     p, r = _run(tmp_path, write_elf(data[:-3], functions=_fns()))
@@ -70,6 +73,7 @@ def test_truncated_section(tmp_path):
     assert d["functions"][2]["name"] == "f2"
 
 
+@pytest.mark.slow
 def test_truncated_address(tmp_path):
     data = encode_map(_records())
     rec = len(encode_map(_records(3)))
@@ -78,6 +82,7 @@ def test_truncated_address(tmp_path):
            f"[{rec + 3:#x}, {rec + 11:#x})", kept=3)
 
 
+@pytest.mark.slow
 def test_uleb_over_32_bits(tmp_path):
     good = encode_map(_records(1, version=2))
     bad = bytes([2, 0]) + (0x401040).to_bytes(8, "little") + b"\x01\x00\x00" \
@@ -96,6 +101,7 @@ def test_block_count_larger_than_bytes_left(tmp_path):
            kept=1)
 
 
+@pytest.mark.slow
 def test_zero_ranges(tmp_path):
     good = encode_map(_records(2))
     bad = bytes([5, 0x08, 0, 0]) + b"\0" * 12
@@ -104,6 +110,7 @@ def test_zero_ranges(tmp_path):
            kept=2)
 
 
+@pytest.mark.slow
 def test_relocation_outside_the_section(tmp_path):
     recs = [FunctionRecord(address=0, version=5, ranges=[
         RangeRecord(base=0, blocks=[BlockRecord(0, 0, 4, 1)])]) for _ in range(2)]
@@ -122,6 +129,7 @@ def test_relocation_outside_the_section(tmp_path):
     assert [(f["name"], f["address"]) for f in d["functions"]] == [("a", 0), ("b", 0x10)]
 
 
+@pytest.mark.slow
 def test_missing_relocation(tmp_path):
     recs = [FunctionRecord(address=0, version=5, ranges=[
         RangeRecord(base=0, blocks=[BlockRecord(0, 0, 4, 1)])]) for _ in range(2)]
@@ -132,6 +140,7 @@ def test_missing_relocation(tmp_path):
            f"failed to get relocation data for offset: {len(data) // 2 + 3:#x}", kept=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", [b"", b"\x7fELF", b"not an elf at all" * 4])
 def test_not_elf(tmp_path, content):
     p, r = _run(tmp_path, content, name="x.bin")
@@ -139,6 +148,7 @@ def test_not_elf(tmp_path, content):
     assert len(r.stderr.strip().splitlines()) == 1 and str(p) in r.stderr
 
 
+@pytest.mark.slow
 def test_garbage_map_is_bounded(tmp_path):
     import random
 

@@ -188,6 +188,7 @@ def _table(entries: list[tuple[int, str]], end: int, little: bool, ptr: int,
     st.characters(min_codepoint=33, max_codepoint=0x2FF), min_size=1, max_size=12)),
     max_size=40), st.booleans(), st.sampled_from([4, 8]),
     st.sampled_from([GO118_MAGIC, GO120_MAGIC]))
+@pytest.mark.slow
 def test_function_table_fast_path_equals_reference_on_tables_built_from_the_declarations(
         funcs, little, ptr, magic):
     entries, off = [], 0
@@ -239,6 +240,7 @@ def test_not_a_go_binary():
     assert load_binary(c).go is None
 
 
+@pytest.mark.slow
 def test_go_precheck_never_hides_a_go_binary():
     """``Binary._may_be_go`` (which spares other binaries the Go reader's import) answers
     False only where ``read_go`` finds nothing, on every corpus binary, Go or not, and on
@@ -334,6 +336,7 @@ def test_function_table_equals_debug_gosym(gosymdump, path):
 @settings(max_examples=80, deadline=None)
 @given(st.sampled_from([".note.go.buildid", ".go.buildinfo", ".gopclntab"]),
        st.integers(0, 1 << 16), st.binary(min_size=1, max_size=16))
+@pytest.mark.slow
 def test_damaged_go_sections_give_warnings_not_tracebacks(tmp_path_factory, name, at, junk):
     """Bytes overwritten anywhere in a Go section: Binary.go still answers, and what it
     could not read is a warning naming the file and section."""

@@ -23,6 +23,7 @@ IP = [c for c in CASES if "-ip:" in c.id or "plain" in c.id] or [
     pytest.param(p, b, id=n) for n, p, b in profile_cases("plain")]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not IP, reason="corpus not built")
 @pytest.mark.parametrize(("perf", "binary"), IP)
 def test_sampled_only_cfg_gives_the_same_counts(perf: str, binary: str) -> None:

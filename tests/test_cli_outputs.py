@@ -318,6 +318,7 @@ def test_reader_closing_the_pipe_is_not_an_error():
     assert p.returncode == 141
 
 
+@pytest.mark.slow
 @have_corpus
 def test_dev_stdout_appending_to_a_file_is_not_clobbered(tmp_path):
     """``bbmap perf-info X -o /dev/stdout >> log``: the log keeps its old lines."""
@@ -334,6 +335,7 @@ def test_dev_stdout_appending_to_a_file_is_not_clobbered(tmp_path):
     assert text.startswith("earlier line\n") and "SAMPLE" in text
 
 
+@pytest.mark.slow
 @have_corpus
 def test_dev_stdout_shares_the_shells_offset(tmp_path):
     """``{ bbmap verify PIE_BINARY -o /dev/stdout; echo done; } > log``: the shell's later

@@ -106,6 +106,7 @@ def two_events(tmp_path_factory):
     return str(out), counts
 
 
+@pytest.mark.slow
 def test_event_selects_one_event_of_several(two_events):
     """Was: every event summed, no way to pick one."""
     path, perf_counts = two_events

@@ -119,6 +119,7 @@ def _declared() -> dict[str, list[str]]:
     return seen
 
 
+@pytest.mark.slow
 def test_no_class_name_twice():
     classes: dict[str, list[str]] = defaultdict(list)
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -128,6 +129,7 @@ def test_no_class_name_twice():
     assert {k: v for k, v in classes.items() if len(v) > 1} == {}
 
 
+@pytest.mark.slow
 def test_no_constant_or_class_declared_twice():
     twice = {n: where for n, where in _declared().items()
              if len(where) > 1 and n not in SAME_NAME_ALLOWED}

@@ -262,6 +262,7 @@ def test_entry_rows_round_trip(n, wide, tmp_path):
     assert np.array_equal(got.decoded, decoded) and np.array_equal(got.end[:5], end[:5])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(PIE_PROFILE), reason="corpus not built")
 @pytest.mark.parametrize("fmt", ["json", "csv", "text"])
 def test_console_script_quick_exit_keeps_output_cache_and_warnings(fmt, tmp_path):
@@ -312,6 +313,7 @@ def test_a_warm_cache_needs_no_capstone(tmp_path, monkeypatch):
     _same_cfg(got, fresh)
 
 
+@pytest.mark.slow
 def test_capstone_version_is_the_same_before_and_after_importing_it():
     """One install makes one key whether capstone is imported yet or not."""
     import subprocess

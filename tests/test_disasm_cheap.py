@@ -49,6 +49,7 @@ def _rows(items: list[tuple[str, str, bytes]]) -> tuple[np.ndarray, np.ndarray]:
 @given(st.lists(st.tuples(st.one_of(st.sampled_from(WORDS), st.text(
     alphabet="abcdeilmnopqrstuvx ", max_size=12)), OPS, st.binary(max_size=40)),
     min_size=1, max_size=30), st.sampled_from([8, 16, 64, 200]))
+@pytest.mark.slow
 def test_columns_equal_the_text_rule(items, width):
     mn, op = _rows(items)
     got = cheap_columns(mn[:, :8], op[:, :width])

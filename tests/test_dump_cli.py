@@ -80,6 +80,7 @@ def _console(*args, **kw):
                            *args], capture_output=True, **kw)
 
 
+@pytest.mark.slow
 def test_console_script_dump_ends_with_its_output_complete(tmp_path):
     """dump lets the console script skip the interpreter's teardown: stdout, -o files
     and stderr must still be complete, and the exit codes the usual ones."""

@@ -406,6 +406,7 @@ SETTINGS = settings(max_examples=200, deadline=None,
                                            HealthCheck.function_scoped_fixture])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(elf_file(), st.booleans())
 def test_same_bytes_as_previous_renderer_on_generated_maps(tmp_path, data, demangle):
@@ -418,6 +419,7 @@ def test_same_bytes_as_previous_renderer_on_generated_maps(tmp_path, data, deman
     assert len(doc["functions"]) == b.block_map.num_functions
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(elf_file(), st.data())
 def test_parts_concatenate_to_the_whole(tmp_path, data, pick):
@@ -446,6 +448,7 @@ def test_write_json_equals_rendering(tmp_path):
 U64 = st.integers(0, 2**64 - 1)
 
 
+@pytest.mark.slow
 @given(st.lists(st.one_of(st.integers(0, 70000), U64), max_size=50), st.binary(max_size=3))
 def test_decimal_texts(values, suffix):
     arr = np.array(values, dtype=np.uint64)
@@ -501,6 +504,7 @@ def test_percent_in_section_names(tmp_path):
     assert new == _reference(b) and b'.llvm_bb_addr_map%d%s"' in new
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(elf_file(), st.sampled_from([1, 2, 3]), st.data())
 def test_function_groups_join_to_the_same_bytes(tmp_path, data, group, pick):
@@ -547,6 +551,7 @@ def callsite_heavy_elf(draw):
     return write_elf(encode_map_fast(fns), text_size=addr - 0x401000 + 16, functions=symbols)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(callsite_heavy_elf(), st.sampled_from([1, 2, 4096]))
 def test_one_callsite_tails_from_the_table(tmp_path, data, group):

@@ -111,6 +111,7 @@ def test_page_footprint():
     assert cg.page_footprint(0.5) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_callgrind_jumps_equal_the_trace(tmp_path):
     src = corpus_binary("c22-addrmap-pie")

@@ -27,6 +27,7 @@ if shutil.which("ld.lld") is None and shutil.which("ld.lld-22") is None:
 pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"needs {', '.join(MISSING)}")
 
 
+@pytest.mark.slow
 def test_e2e_smoke(tmp_path):
     out = tmp_path / "results.json"
     p = subprocess.run([sys.executable, str(REPO / "bench" / "bench_e2e.py"), "--smoke",

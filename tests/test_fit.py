@@ -8,15 +8,44 @@ another program, forced onto it with ``--name``, is refused with the evidence.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+
+import numpy as np
 import pytest
-from helpers import CORPUS, PIE_BINARY, PIE_PROFILE, cli, have_corpus, one_error_line
+from helpers import (
+    CORPUS,
+    PIE_BINARY,
+    PIE_PROFILE,
+    cli,
+    corpus_binary,
+    have_corpus,
+    load_manifest,
+    one_error_line,
+)
 
 from bbmap.aggregate import annotate
-from bbmap.aggregate.fit import FIT_SAMPLE, MIN_EVIDENCE, FitCollector, Measure
+from bbmap.aggregate.fit import (
+    FIT_SAMPLE,
+    LOCAL_MIN_MISSES,
+    MIN_EVIDENCE,
+    FitCollector,
+    Measure,
+)
 
 OTHER = str(CORPUS / "bin" / "clang-22" / "list" / "layout.pie")  # another program
 LBR = str(CORPUS / "lbr" / "c22-addrmap-pie-lbr" / "perf.data")
 LIST_LBR = str(CORPUS / "lbr" / "c22-list-pie-lbr" / "perf.data")
+PIPE = str(CORPUS / "profiles" / "c22-addrmap-pie-pipe" / "perf.data")  # no build-ids
+
+
+def _own_binary_cases() -> list:
+    """Every corpus profile with each binary it recorded (the profile and the build agree)."""
+    m = load_manifest()
+    bins = {b["name"]: b["path"] for b in m.get("binaries", [])}
+    return [pytest.param(p["path"], bins[b], id=f"{p['name']}:{b}")
+            for p in m.get("profiles", []) for b in p.get("binaries", []) if b in bins]
 
 
 @have_corpus
@@ -105,3 +134,88 @@ def test_collector_memory_is_bounded():
         c.add_branches(r, r)
     assert c.n_ip == FIT_SAMPLE and c.n_br == FIT_SAMPLE
     assert sum(len(a) for a in c.ip) == FIT_SAMPLE
+
+
+@have_corpus
+@pytest.mark.parametrize("prof,binary", _own_binary_cases())
+def test_no_corpus_profile_is_refused_on_its_own_binary(prof, binary):
+    """Judged as if found by name (no build-id proof): 0 misses on every measure, in every
+    function; the per-function rule that catches a rebuild refuses none of them."""
+    r = annotate(str(CORPUS / prof), str(CORPUS / binary), inference="off",
+                 name_override=os.path.basename(binary))
+    assert r.status == "ok" and r.fit["judged"] and not r.fit["mismatch"], r.fit
+    for k in ("ip", "branch_sources", "branch_targets"):
+        assert r.fit[k]["misses"] == 0, (k, r.fit[k])
+
+
+@have_corpus
+def test_a_rebuild_without_build_ids_is_refused_naming_the_moved_function(tmp_path):
+    """One statement added to main's loop moves the four functions after main by 0x10
+    (corpus c22-rebuilt-pie).  Annotated with the pipe profile, which carries no build-ids,
+    the binary is found by name.  Was: exit 0, no warning, lay_dbl's samples counted as
+    lay_inc's, lay_neg's as lay_dbl's (23 of 2,953 IPs off instruction starts: 0.8%, under
+    the whole-profile 30%)."""
+    rebuilt = str(corpus_binary("c22-rebuilt-pie"))
+    out = tmp_path / "out.json"
+    code, text = cli("annotate", PIPE, rebuilt, "--inference", "off", "--format", "json",
+                     "-o", str(out))
+    line = one_error_line(text)
+    assert code == 1, text
+    assert "does not fit layout.pie" in line and "sampled IPs off instruction starts" in line
+    assert "23 of 23 in lay_dbl (100%)" in line and "0x1722 in lay_dbl" in line, line
+    assert "refused (--force" in line and not out.exists()
+    r = annotate(PIPE, rebuilt, inference="off")
+    assert r.status == "refused"
+    worst = r.fit["ip"]["worst_function"]
+    assert worst == {"name": "lay_dbl", "judged": 23, "misses": 23, "share": 1.0,
+                     "over_threshold": True}, worst
+    assert r.fit["ip"]["share"] < 0.30  # the whole-profile rule alone passes it
+    code, text = cli("annotate", PIPE, rebuilt, "--inference", "off", "--format", "json",
+                     "-o", str(out), "--force")
+    assert code == 0 and out.exists(), text
+    assert "kept because of --force" in text and "in lay_dbl" in text, text
+
+
+@have_corpus
+def test_a_rebuild_is_caught_by_lbr_targets_too():
+    """With LBR the moved lay_inc is an indirect call target: 0x1700, once lay_inc's
+    entry, is the middle of a block of main in the rebuild."""
+    rebuilt = str(corpus_binary("c22-rebuilt-pie"))
+    r = annotate(LBR, rebuilt, inference="off", name_override="layout.pie")
+    assert r.status == "refused", r.fit
+    t = r.fit["branch_targets"]
+    assert t["worst_function"]["name"] == "main" and t["worst_function"]["over_threshold"]
+    assert t["examples"] == ["0x1700 in main"], t
+
+
+@have_corpus
+@pytest.mark.skipif(shutil.which("objcopy") is None, reason="objcopy (binutils) not installed")
+def test_a_rebuild_whose_build_id_was_stripped_is_refused(tmp_path):
+    """The profile has the old build's id, the binary none: matched by name (the warning
+    says it cannot be checked), and the code says the rest.  Was: exit 0 and the warning."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    binary = d / "layout.pie"
+    subprocess.run(["objcopy", "--remove-section", ".note.gnu.build-id",
+                    str(corpus_binary("c22-rebuilt-pie")), str(binary)], check=True)
+    code, text = cli("annotate", PIE_PROFILE, str(binary), "--inference", "off")
+    line = one_error_line(text)
+    assert code == 1 and "does not fit layout.pie" in line and "in lay_dbl" in line, text
+
+
+def test_one_function_decides_with_ten_misses_over_the_share():
+    names = ["a", "b"]
+    m = Measure("x")
+    # 2,000 IPs in a, 0 misses; 10 of 12 in b miss: 0.5% overall, 83% in b
+    misses = np.r_[np.zeros(2000, bool), np.ones(LOCAL_MIN_MISSES, bool), np.zeros(2, bool)]
+    func = np.r_[np.zeros(2000, np.int64), np.ones(LOCAL_MIN_MISSES + 2, np.int64)]
+    m.score(misses, func, names)
+    assert m.over and not m.over_whole and m.function == "b"
+    assert (m.function_judged, m.function_misses) == (12, 10)
+    m = Measure("x")  # one miss fewer: below the count, whatever the share
+    m.score(np.r_[misses[:2000], misses[2001:]],
+            np.r_[func[:2000], func[2001:]], names)
+    assert m.function_misses == LOCAL_MIN_MISSES - 1 and not m.over
+    m = Measure("x")  # 10 misses among 40 IPs of b: 25%, under the share
+    m.score(np.r_[np.ones(10, bool), np.zeros(30, bool)], np.ones(40, np.int64), names)
+    assert not m.over

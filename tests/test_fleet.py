@@ -73,6 +73,7 @@ def test_split_pieces_count_what_the_source_counts(pieces):
     assert (a.block_count == b.block_count).all() and (a.block_samples == b.block_samples).all()
 
 
+@pytest.mark.slow
 def test_fleet_equals_one_process_and_names_corrupt_profiles(client, pieces, one_process):
     run = run_fleet(pieces, PIE_BINARY, client=client, batch_files=3, fan_in=3)
     assert store.aggregate_bytes(run.aggregate) == one_process
@@ -86,6 +87,7 @@ def test_fleet_equals_one_process_and_names_corrupt_profiles(client, pieces, one
     assert run.aggregate.incomplete and run.merges >= 2
 
 
+@pytest.mark.slow
 def test_killing_a_worker_mid_run_changes_nothing(client, pieces, one_process):
     pids_before = client.run(os.getpid)
     killed: list[int] = []
@@ -117,6 +119,7 @@ def test_batches_and_globs(pieces, tmp_path):
         expand_profiles([os.path.join(d, "nothing-*.data")])
 
 
+@pytest.mark.slow
 def test_cli_fleet_one_local_worker(pieces, tmp_path):
     out, js = str(tmp_path / "f.agg"), str(tmp_path / "f.json")
     few = [p for p in pieces if "plain-0000" in p or "lbr-0000" in p or "garbage-0" in p]
@@ -142,6 +145,7 @@ def test_cli_fleet_usage_errors(tmp_path):
     assert code == 3 and "no file matches" in text
 
 
+@pytest.mark.slow
 def test_cli_fleet_on_a_running_scheduler(client, pieces, one_process, tmp_path):
     """--scheduler ADDRESS: the same command on an existing cluster (here the fixture's)."""
     lst = tmp_path / "all.txt"
@@ -186,6 +190,7 @@ def other_aggregate(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_cli_fleet_a_failing_task_puts_no_dask_traceback_on_stderr(
         other_aggregate, pieces, tmp_path, capfd):
     """Before: the worker logged `Compute Failed ... Traceback: ...` to the shared stderr
@@ -203,6 +208,7 @@ def test_cli_fleet_a_failing_task_puts_no_dask_traceback_on_stderr(
     assert code == 2 and "Compute Failed" in err
 
 
+@pytest.mark.slow
 def test_cli_fleet_a_killed_worker_is_said_by_bbmap_not_dask(
         pieces, one_process, tmp_path, capfd, monkeypatch):
     """A worker SIGKILLed mid-run: the result is unchanged, stderr has bbmap's one line

@@ -5,6 +5,7 @@ the fast decoder equals the reference -- also on truncated and corrupted bytes."
 from __future__ import annotations
 
 import hypothesis.strategies as st
+import pytest
 from helpers import SRC, encode_section, map_input, map_section
 from hypothesis import HealthCheck, given, settings
 
@@ -30,6 +31,7 @@ SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(map_section())
 def test_writers_agree_and_reference_round_trips(sec):
@@ -47,6 +49,7 @@ def test_writers_agree_and_reference_round_trips(sec):
     assert encode_section(kind, list(function_records(m))) == data
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(map_section())
 def test_fast_equals_reference(sec):
@@ -58,6 +61,7 @@ def test_fast_equals_reference(sec):
     assert [str(d) for d in rd] == [str(d) for d in fd]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(map_section(), st.data())
 def test_fast_equals_reference_on_damaged_bytes(sec, data):

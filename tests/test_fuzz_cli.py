@@ -76,6 +76,7 @@ def _run(args: list[str], desc: str, bad: list[str], extra_err: str = "") -> int
     return r.exit_code
 
 
+@pytest.mark.slow
 @have_corpus
 @pytest.mark.parametrize("kind", ["elf", "perf"])
 def test_every_subcommand_survives_mutants(tmp_path, kind):
@@ -95,6 +96,7 @@ def test_every_subcommand_survives_mutants(tmp_path, kind):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.slow
 @have_corpus
 def test_merge_and_annotate_survive_aggregate_mutants(tmp_path):
     pytest.importorskip("pyarrow")
@@ -121,6 +123,7 @@ def test_merge_and_annotate_survive_aggregate_mutants(tmp_path):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.slow
 @have_corpus
 def test_fleet_survives_perf_mutants(tmp_path, capfd):
     """All the perf.data mutants in one fleet run: each read on a Dask worker, each named

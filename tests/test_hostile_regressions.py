@@ -69,6 +69,7 @@ def test_wild_e_phoff_names_the_elf_header_field(tmp_path, cmd):
         and "lies outside the file" in line, line
 
 
+@pytest.mark.slow
 @have_corpus
 def test_damaged_gnu_property_note_is_not_an_internal_error(tmp_path):
     """Was: ArrayError from pyelftools' note parser in Binary.build_id."""
@@ -257,6 +258,7 @@ def test_lookup_refusing_an_object_file_exits_2():
 @have_corpus
 @pytest.mark.parametrize("cmd", ["annotate-symorder", "annotate-propeller", "cfg", "layout",
                                  "annotate-aggregate", "fleet"])
+@pytest.mark.slow
 def test_a_run_that_maps_nothing_keeps_the_previous_output(tmp_path, cmd):
     """Was: exit 1, but the previous -o file replaced by an empty or header-only one; an
     aggregate (annotate --format aggregate, fleet) of nothing: exit 0, replaced, silent."""

@@ -6,6 +6,7 @@ parts.  The oracle reads the generator's own description, not the index.
 """
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -126,6 +127,7 @@ def oracle(parts, a, to):
     return None, -1, -1, OUTSIDE_FUNCTION, -1
 
 
+@pytest.mark.slow
 @given(layouts(), st.lists(st.integers(0, 0x3000), max_size=40))
 @settings(max_examples=250, deadline=None)
 def test_index_matches_oracle(layout, extra):

@@ -287,6 +287,7 @@ def _random_inputs(seed: int) -> tuple[BlockMap, FunctionSymbols, list[SectionIn
     return b.build(), fs, secs
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.integers(0, 2**32))
 def test_generated_layouts_match_reference(seed: int) -> None:
@@ -360,6 +361,7 @@ def _corpus_binaries(corpus_dir: Path) -> list[Path]:
     return out
 
 
+@pytest.mark.slow
 def test_corpus_binaries_match_reference(corpus_dir: Path) -> None:
     paths = [p for p in _corpus_binaries(corpus_dir) if p.exists()]
     if not paths:

@@ -149,6 +149,7 @@ def bench():
     return bench_inference
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ip", IP_CASES)
 def test_inferred_counts_beat_naive_against_exact_counts(ip, bench):
     """Real cpu-clock profiles of the LBR cases' runs: inference lowers the block and
@@ -204,6 +205,7 @@ def ip_profile():
     return str(CORPUS / p["path"]), str(bins[p["binaries"][0]])
 
 
+@pytest.mark.slow
 def test_json_and_csv_mark_inferred_counts(ip_profile):
     from bbmap.aggregate import annotate
     from bbmap.outputs.csvout import render_csv
@@ -229,6 +231,7 @@ def test_json_and_csv_mark_inferred_counts(ip_profile):
             assert ids[bid] == n
 
 
+@pytest.mark.slow
 def test_inference_off_and_on(ip_profile):
     from bbmap.aggregate import annotate
 
@@ -237,6 +240,7 @@ def test_inference_off_and_on(ip_profile):
     assert "inference" not in off.to_json()
 
 
+@pytest.mark.slow
 def test_cli_inference_option(ip_profile, tmp_path):
     from click.testing import CliRunner
 

@@ -102,6 +102,7 @@ def _same(p: FlowProblem) -> None:
     assert got.nodes == want.nodes
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(problems(), st.data())
 def test_same_network_as_before(p: FlowProblem, data) -> None:  # noqa: ANN001
@@ -111,6 +112,7 @@ def test_same_network_as_before(p: FlowProblem, data) -> None:  # noqa: ANN001
 IP = [c for c in CASES if "-ip:" in c.id]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not IP, reason="corpus not built")
 @pytest.mark.parametrize(("perf", "binary"), IP)
 def test_same_network_on_the_corpus(perf: str, binary: str, monkeypatch) -> None:

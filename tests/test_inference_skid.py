@@ -109,6 +109,7 @@ def test_every_sample_lands_in_one_place(case):
     assert (locate(cfg, np.array([1, 2**40], np.uint64)) == -1).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ip", IP_CASES)
 def test_skid_model_against_exact_counts(ip, bench):
     """Real cpu-clock profiles of the LBR cases' runs: the skid model's block and edge

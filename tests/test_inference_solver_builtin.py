@@ -30,6 +30,7 @@ def _same(net) -> None:  # noqa: ANN001
     assert np.array_equal(got, want) and got_cost == want_cost
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(problems(), st.data())
 def test_same_flow_as_the_oracle(p: FlowProblem, data) -> None:  # noqa: ANN001
@@ -39,6 +40,7 @@ def test_same_flow_as_the_oracle(p: FlowProblem, data) -> None:  # noqa: ANN001
 IP = [c for c in CASES if "-ip:" in c.id]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not IP, reason="corpus not built")
 @pytest.mark.parametrize(("perf", "binary"), IP)
 def test_same_flow_on_the_corpus_networks(perf: str, binary: str, monkeypatch) -> None:

@@ -174,6 +174,7 @@ def test_deterministic_whatever_the_edge_order():
 
 @pytest.mark.parametrize("params", [PROPELLER, LLVM, PROPELLER.with_(chain_split_threshold=0)],
                          ids=["propeller", "llvm", "propeller-edges-only"])
+@pytest.mark.slow
 def test_plain_python_and_numpy_evaluators_agree(monkeypatch, params):
     """Short merges are scored in plain Python, long ones with numpy: the same candidates
     and formula, so the layouts score the same (a tie may pick another equal order)."""
@@ -188,6 +189,7 @@ def test_plain_python_and_numpy_evaluators_agree(monkeypatch, params):
             ext_tsp_score(sizes, edges, b, params), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_lazy_heap_gives_the_eager_merges():
     """Upper bounds in the heap only defer work: same merges as scoring every pair."""
     rng = random.Random(9)
@@ -253,6 +255,7 @@ def test_llvm_conditional_weights():
     assert ext_tsp_score([4, 4, 4], [(0, 1, 10), (0, 2, 0)], [0, 1, 2], LLVM) == 10.0
 
 
+@pytest.mark.slow
 def test_windowed_self_gains_equal_the_difference_arrays():
     """A few split positions of a long chain are scored from the jumps near the cut (and
     those spanning nearly the whole chain) only: the same numbers as the full rows."""

@@ -92,6 +92,7 @@ def test_func_large_from_llvm_codegen_test():
     assert after / before == pytest.approx(1.179551, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_layout_scores_at_least_llvms_overall():
     """Random graphs of 3..40 blocks: bbmap's order scores at least LLVM's in >= 95% of
     them (it splits chains more ways), never below 80% of it, and more in total."""

@@ -127,6 +127,7 @@ def _trace(tracer: str, binary: Path, tmp: Path) -> tuple[list[str], dict, dict]
             json.loads((out / "lbr-info.json").read_text()))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(VALGRIND is None, reason="valgrind is not installed")
 def test_superblock_tracer_equals_instruction_tracer(tmp_path):
     src = corpus_binary("c22-addrmap-pie")
@@ -177,6 +178,7 @@ def _kept_sequences(binary: Path, tmp: Path, monkeypatch, scope: str) -> dict:
     return {"seq": got, "info": info}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(VALGRIND is None, reason="valgrind is not installed")
 def test_user_scope_keeps_libc_branches(tmp_path, monkeypatch):
     """--scope user: every branch of the client's code (libc, ld.so) is kept, as user-mode

@@ -39,6 +39,7 @@ def _record(tmp: Path, exe: Path, arg: str) -> Path | None:
     return data if r.returncode == 0 and data.is_file() else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("binary,driver,arg", CASES, ids=[c[0] for c in CASES])
 def test_vaddr_equals_perf_symbol_plus_offset(tmp_path: Path, binary: str, driver: str | None,
                                              arg: str) -> None:

@@ -3,6 +3,7 @@
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -212,6 +213,7 @@ def brute(recs, pid, ip, seq):
     return None
 
 
+@pytest.mark.slow
 @given(scenarios())
 @settings(max_examples=200, deadline=None)
 def test_find_mappings_matches_replay(sc):

@@ -241,6 +241,7 @@ def test_cli_writes_deterministic_bolt_files(fmt: str, tmp_path) -> None:  # noq
         assert text.startswith(f"B {bid}:") and "\nF " in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["fdata", "bolt-preagg"])
 def test_console_script_quick_exit_writes_the_same_files(fmt: str, tmp_path) -> None:  # noqa: ANN001
     """The real process (``python -m bbmap``, which may end without the interpreter's
@@ -256,6 +257,7 @@ def test_console_script_quick_exit_writes_the_same_files(fmt: str, tmp_path) -> 
     assert out.returncode == 0 and out.stdout == ref.read_bytes()
 
 
+@pytest.mark.slow
 def test_ip_only_fdata_and_preagg() -> None:
     if "c22-addrmap-pie-ip" not in IP:
         pytest.skip("IP corpus profile absent")

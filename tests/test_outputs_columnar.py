@@ -25,6 +25,7 @@ def tables(draw):  # noqa: ANN001, ANN201
     return n, signed, unsigned, where, texts, pick
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(tables(), st.sampled_from([1 << 6, 1 << 10, col.CHUNK_BYTES]))
 def test_rows_equal_python_formatting(t, chunk) -> None:

@@ -46,6 +46,7 @@ def _result(perf: str, binary: str, inference: str):  # noqa: ANN202
     return annotate([perf], binary, inference=inference)
 
 
+@pytest.mark.slow
 @needs_cases
 @pytest.mark.parametrize("inference", ["off", "auto"])
 @pytest.mark.parametrize(("perf", "binary"), CASES)

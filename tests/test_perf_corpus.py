@@ -147,6 +147,7 @@ CORPUS_FILES = sorted(MANIFEST.parent.glob("**/perf.data")) if MANIFEST.is_file(
 @needs_perf
 @pytest.mark.parametrize("path", CORPUS_FILES,
                          ids=[str(p.relative_to(MANIFEST.parent)) for p in CORPUS_FILES])
+@pytest.mark.slow
 def test_corpus_files_match_perf_directly(path):
     """Every perf.data under corpus/, against the perf installed here (not only goldens)."""
     p = PerfData(path)
@@ -169,6 +170,7 @@ LIVE_MODES = {
 }
 
 
+@pytest.mark.slow
 @needs_perf
 @pytest.mark.parametrize("pipe", [False, True], ids=["file", "pipe"])
 @pytest.mark.parametrize("mode", sorted(LIVE_MODES))

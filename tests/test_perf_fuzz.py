@@ -90,6 +90,7 @@ def _consume(path: Path) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@pytest.mark.slow
 @given(data=st.data())
 def test_mutations_never_crash_hang_or_balloon(bases, tmp_path, data):
     blob = bytearray(data.draw(st.sampled_from(bases)))

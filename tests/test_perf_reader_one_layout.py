@@ -12,6 +12,7 @@ the diagnostics must be equal.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -67,6 +68,7 @@ def same(a, b) -> bool:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
 @given(data=st.data())
 def test_one_layout_equals_general(tmp_path, data):
     bits = fmt.S_TID | sum(b for b in OPTIONAL if data.draw(st.booleans()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -71,6 +72,7 @@ def sample_values(draw, lay: SampleLayout) -> dict:
     return v
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_fast_decoder_equals_construct(data):
@@ -110,6 +112,7 @@ def test_fast_decoder_equals_construct(data):
             assert int(d.callchain_nr[i]) == len(ref.callchain)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_truncated_or_inflated_records_are_flagged_not_read_past(data):
@@ -141,6 +144,7 @@ def test_truncated_or_inflated_records_are_flagged_not_read_past(data):
 @given(runs=st.lists(st.tuples(st.integers(1, 40), st.integers(0, 5), st.integers(0, 3)),
                      min_size=1, max_size=8),
        lead=st.integers(0, 9), min_run=st.sampled_from([0, 64]), seed=st.integers(0, 2**32))
+@pytest.mark.slow
 def test_branch_columns_strided_runs_equal_the_entries(runs, lead, min_run, seed) -> None:
     """Branch stacks read as strided runs (equal depth and spacing) or gathered, at any
     byte alignment: each entry's (from, to, flags) as its bytes say."""

@@ -33,6 +33,7 @@ def _both(typ, misc, buf, size, sample_type):
        body=st.binary(max_size=120), name=st.text(max_size=20),
        bits=st.lists(st.sampled_from(TRAILER_BITS), unique=True),
        no_trailer=st.booleans())
+@pytest.mark.slow
 def test_fast_side_decoder_equals_construct(typ, misc, body, name, bits, no_trailer):
     sample_type = -1 if no_trailer else sum(bits)
     fixed = {fmt.REC_MMAP: 32, fmt.REC_MMAP2: 64, fmt.REC_COMM: 8}.get(typ, 24)

@@ -63,6 +63,7 @@ def _expect(samples):
                                   {"pipe": True, "compress": True}])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
 @given(samples=streams(branches=True))
 def test_bbmap_reads_back_what_it_wrote(tmp_path, mode, samples):
     path = tmp_path / "w.data"
@@ -91,6 +92,7 @@ def test_perf_script_reads_what_bbmap_wrote(samples, pipe, compress):
         assert oracle.report_d_stats(path) == p.record_counts
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_fast_sample_packer_equals_construct_build(data):

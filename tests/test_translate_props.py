@@ -1,6 +1,7 @@
 """VMA -> vaddr -> offset -> VMA is the identity over generated layouts and mappings."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +43,7 @@ def layouts(draw):
     return segs, base
 
 
+@pytest.mark.slow
 @given(layouts(), st.data())
 @settings(max_examples=300, deadline=None)
 def test_round_trip(layout, data):

@@ -232,6 +232,7 @@ def test_cli_bad_input_is_one_line(tmp_path):
     assert r.exit_code == 3 and "not an ELF" in r.output and "OK" in r.output
 
 
+@pytest.mark.slow
 def test_fixture_in_a_real_pytest_run(tmp_path):
     """A compiler test suite gets the fixture from the entry point and a readable failure."""
     import subprocess

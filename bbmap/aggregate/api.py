@@ -18,7 +18,13 @@ from bbmap.aggregate.accounting import Accounting
 from bbmap.aggregate.addresses import AddressAggregator
 from bbmap.aggregate.distinct import Distinct, distinct_samples
 from bbmap.aggregate.explain import Evidence, diagnose
-from bbmap.aggregate.fit import DOES_NOT_FIT, MISMATCH_THRESHOLD, FitCollector, judge_fit
+from bbmap.aggregate.fit import (
+    DOES_NOT_FIT,
+    LOCAL_MIN_MISSES,
+    MISMATCH_THRESHOLD,
+    FitCollector,
+    judge_fit,
+)
 from bbmap.aggregate.functions import FunctionTable
 from bbmap.aggregate.lbr import BlockGeometry, BranchAggregator
 from bbmap.aggregate.resolve import Resolver
@@ -319,10 +325,7 @@ class Session:
         self.binary_path = os.fspath(binary)
         self._binary_sha256: str | None = None
         b = load_binary(binary, debug_dirs=debug_dirs, demangle=demangle)
-        if getattr(b, "is_relocatable", False):
-            raise BBMapError("a relocatable object (.o) is never mapped by a process, so no "
-                             "sample can be in it; annotate the linked binary",
-                             file=self.binary_path)
+        b.refuse_relocatable()
         self.b = b
         if address_only:
             # BOLT's formats only: no block map, function table or index is needed (the
@@ -356,10 +359,16 @@ class Session:
     def evidence(self) -> Evidence:
         b = self.b
         bm = self.ann.block_map if self.ann.address_only else b.block_map
+        stripped = b.stripped() if hasattr(b, "stripped") else None
+        dbg = b.debug_file() if stripped else None
+        names = bm.func_name or []
         return Evidence(binary=self.binary_path, binary_build_id=b.build_id,
                         has_block_map=bm.num_blocks > 0, producer=producer_of(b),
                         name_override=self.options["name"], pid=self.options["pid"], go=b.go,
-                        symbols_source=b.symbols_source)
+                        symbols_source=b.symbols_source, stripped=stripped,
+                        debug_file=dbg.path if dbg is not None else None,
+                        unnamed_functions=sum(1 for n in names if not n),
+                        functions=bm.num_functions)
 
     # ------------------------------------------------------------------ inputs
     def add_all(self, paths: Sequence[str], progress: ProgressFn | None = None) -> None:
@@ -492,6 +501,7 @@ class Session:
             quirk_batches += r.quirk_batches
             quirk = r.quirk_evidence or quirk
         resolve(evidence.profiled, self.binary_path, self.debug_dirs)
+        evidence.profiles = [r.info.path for r in records]
         ann = self.ann
         if quirk_batches and quirk is not None:
             p0, deeper, n = quirk
@@ -528,8 +538,9 @@ def check_fit(res: AnnotateResult, binary, fit: FitCollector, *,  # noqa: ANN001
     if not rep.mismatch:
         return
     msg = (f"{DOES_NOT_FIT} {os.path.basename(res.binary)}: {rep.evidence()}; "
-           f"over {100 * MISMATCH_THRESHOLD:.0f}% means these are another program's "
-           "addresses (the wrong binary, or a rebuilt one)")
+           f"over {100 * MISMATCH_THRESHOLD:.0f}% (of all, or of one function's when "
+           f"{LOCAL_MIN_MISSES} or more) means these are another program's addresses or code "
+           "that moved (the wrong binary, or a rebuilt one)")
     if force:
         res.warnings.insert(0, Diagnostic(msg + "; kept because of --force",
                                           file=res.binary))
@@ -547,7 +558,8 @@ def _evidence_json(ev: Evidence) -> dict:
                           list(p.inode) if p.inode is not None else None]
                          for p in ev.profiled],
             "binary_mmaps": ev.binary_mmaps, "undecoded_samples": ev.undecoded_samples,
-            "mapping_notes": list(ev.mapping_notes)}
+            "mapping_notes": list(ev.mapping_notes),
+            **({"undecoded_at": list(ev.undecoded_at)} if ev.undecoded_at else {})}
 
 
 def _absorb(evidence: Evidence, d: dict, profiled_file) -> None:  # noqa: ANN001
@@ -563,6 +575,8 @@ def _absorb(evidence: Evidence, d: dict, profiled_file) -> None:  # noqa: ANN001
             evidence.profiled.append(profiled_file(fn, bid, tuple(inode) if inode else None))
     evidence.binary_mmaps += d["binary_mmaps"]
     evidence.undecoded_samples += d["undecoded_samples"]
+    if d.get("undecoded_at") and evidence.undecoded_at is None:
+        evidence.undecoded_at = tuple(d["undecoded_at"])  # type: ignore[assignment]
     evidence.mapping_notes.extend(d["mapping_notes"])
 
 

@@ -45,11 +45,26 @@ class Evidence:
     hot_no_block: list[tuple[str, int]] = field(default_factory=list)  # functions w/o blocks
     mapping_notes: list[str] = field(default_factory=list)  # the mapping layer's explanation
     undecoded_samples: int = 0  # SAMPLE records the reader had to drop (see its warnings)
+    # where the reader first said so: (profile, section, offset)
+    undecoded_at: tuple[str, str | None, int] | None = None
     go: Any = None  # the binary's GoInfo (bbmap.binary.go): a Go binary's own identity
     symbols_source: str | None = None  # "symbol table" | ".gopclntab" (a stripped Go binary)
     matched_by: set[str] = field(default_factory=set)  # how the profiles' mappings matched
     # the files the profiles mapped as the binary, and what was found of their build
     profiled: list[ProfiledFile] = field(default_factory=list)
+    profiles: list[str] = field(default_factory=list)  # the profiles' paths (for messages)
+    stripped: str | None = None  # how the binary shows it was stripped (Binary.stripped)
+    debug_file: str | None = None  # the debug file found for it (--debug-dir)
+    unnamed_functions: int = 0  # functions of the block map no symbol names (fn@ADDRESS)
+    functions: int = 0  # functions of the block map
+
+
+def restore_advice(build_id: str | None) -> str:
+    """How to give bbmap back what a strip took: the debug file or the unstripped binary."""
+    where = (f" (DIR/.build-id/{build_id[:2]}/{build_id[2:]}.debug, as objcopy "
+             "--only-keep-debug writes it before the strip)" if build_id and
+             len(build_id) > 2 else "")
+    return f"pass --debug-dir DIR with its debug file{where}, or the unstripped binary"
 
 
 def flag_advice(producer: str | None) -> str:
@@ -168,19 +183,24 @@ def _diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
     in_block = int(acct.samples[IN_BLOCK])
     in_binary = int(acct.samples[:OUTSIDE_FUNCTION + 1].sum())
 
-    def err(msg: str) -> None:
-        out.append(Diagnostic(msg, severity="error"))
+    def err(msg: str) -> None:  # names the binary unless the message does already
+        out.append(Diagnostic(msg, severity="error",
+                              file=None if ev.binary in msg else ev.binary))
 
     def warn(msg: str) -> None:
         out.append(Diagnostic(msg, severity="warning"))
 
     if total == 0 and acct.total_branches == 0 and ev.undecoded_samples:
-        err(f"none of the {ev.undecoded_samples} SAMPLE records could be decoded: they do "
+        where = ev.undecoded_at or (", ".join(ev.profiles) or None, None, None)
+        out.append(Diagnostic(
+            f"none of the {ev.undecoded_samples} SAMPLE records could be decoded: they do "
             "not fit the event attrs the header declares (a damaged header?); the reader's "
-            "warnings say which and where")
+            "warnings say which" + (" (the first fault is here)" if ev.undecoded_at else ""),
+            severity="error", file=where[0], section=where[1], offset=where[2]))
         return STATUS_NOTHING, out
     if total == 0 and acct.total_branches == 0:
-        err("the profile has no samples")
+        out.append(Diagnostic("the profile has no samples", severity="error",
+                              file=", ".join(ev.profiles) or None))
         return STATUS_NOTHING, out
 
     # LBR records in blocks are a result even when no IP sample is (e.g. every sample
@@ -247,12 +267,26 @@ def _diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
             f"function ({how}) and those counts are valid: {fns}")
         return STATUS_NOTHING, out
 
+    if not ev.has_block_map and ev.stripped:
+        prod = f", built by {ev.producer}" if ev.producer else ""
+        dbg = (f"; its debug file {ev.debug_file} has no map either" if ev.debug_file
+               else "")
+        err(f"{name} was stripped ({ev.stripped}{prod}) and has no basic-block address map "
+            f"(.llvm_bb_addr_map): {in_binary} samples landed in the binary but none can be "
+            f"put in a block; llvm-strip removes the map with the symbols: "
+            f"{restore_advice(ev.binary_build_id)}{dbg}; if it was built without a map, "
+            f"{flag_advice(ev.producer)}")
+        return STATUS_NOTHING, out
     if not ev.has_block_map:
         prod = f" (built by {ev.producer})" if ev.producer else ""
         err(f"{name} has no basic-block address map (.llvm_bb_addr_map){prod}: "
             f"{in_binary} samples landed in the binary but none can be put in a block; "
             f"{flag_advice(ev.producer)}")
         return STATUS_NOTHING, out
+    if ev.stripped and ev.unnamed_functions and not ev.debug_file:
+        warn(f"{name} was stripped ({ev.stripped}): {ev.unnamed_functions} of "
+             f"{ev.functions} functions of its block map have no name and show as "
+             f"fn@ADDRESS; to name them, {restore_advice(ev.binary_build_id)}")
 
     if in_binary == 0 and not lbr_used:
         err(f"none of the {total} samples landed in {name} (other DSOs: "

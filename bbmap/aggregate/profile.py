@@ -85,7 +85,12 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
         evidence.matched_by.add(ev.matched_by)
     _profiled_files(pm, side, evidence)
     evidence.binary_mmaps += ev.binary_mappings
-    evidence.undecoded_samples += max(0, perf.record_counts.get("SAMPLE", 0) - samples)
+    undecoded = max(0, perf.record_counts.get("SAMPLE", 0) - samples)
+    evidence.undecoded_samples += undecoded
+    if undecoded and evidence.undecoded_at is None:
+        first = next((d for d in perf.diagnostics if d.offset is not None), None)
+        if first is not None:
+            evidence.undecoded_at = (path, first.section, first.offset)
     if not ev.binary_mappings:
         evidence.mapping_notes.append(f"{path}: {ev.explain()}")
     for d in perf.diagnostics:

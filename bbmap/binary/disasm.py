@@ -217,6 +217,8 @@ class CodeTable:
     def ending_at(self, rng: np.ndarray, addr: np.ndarray) -> np.ndarray:
         """Row of the instruction that ends exactly at each (range, address), or -1."""
         k = self.keys(rng, addr)
+        if not len(self.key):  # nothing decoded (a damaged range): no instruction ends
+            return np.full(len(k), -1, dtype=np.int64)
         j = np.searchsorted(self.key, k, side="left") - 1
         ok = j >= 0
         jj = np.where(ok, j, 0)

@@ -44,8 +44,14 @@ from bbmap.formats.bbaddrmap import (
     SHT_LLVM_BB_ADDR_MAP_V0,
 )
 from bbmap.formats.elf import (
+    EI_CLASS,
+    EI_DATA,
+    ELFCLASS32,
+    ELFCLASS64,
     ELFCOMPRESS_ZLIB,
     ELFCOMPRESS_ZSTD,
+    ELFDATA2LSB,
+    ELFDATA2MSB,
     ET_NAMES,
     PF_W,
     PT_LOAD,
@@ -55,6 +61,7 @@ from bbmap.formats.elf import (
     SHT_NOBITS,
     SHT_NOTE,
     SHT_PROGBITS,
+    SHT_SYMTAB,
     SYMBOL_TABLE_TYPES,
     elf_dtype,
     elf_structs,
@@ -71,6 +78,7 @@ if TYPE_CHECKING:
     from bbmap.binary.go import GoInfo
 
 DEFAULT_DEBUG_DIRS = ("/usr/lib/debug",)
+DEBUGLINK_SECTION = ".gnu_debuglink"
 
 # How large a compressed section may declare itself once inflated (spec/binary.md,
 # "Bounded memory"; issue 18).  Decoding a block map costs ~10x its inflated size (a token
@@ -155,6 +163,8 @@ class Binary:
                                      "profile goes after it: --perf-data, --profile, or "
                                      "annotate PERF_DATA BINARY)", file=self.path, offset=0)
                 raise BBMapError("not an ELF file (bad magic)", file=self.path, offset=0)
+            self._check_ident(size)
+            self._at: tuple[str, int] = ("ELF header", 0)  # what is being read, for errors
             self.elf = ELFFile(self._mm)
             self._check_tables(size)
             self.elfclass = self.elf.elfclass
@@ -168,16 +178,42 @@ class Binary:
             raise
         except (ELFError, ElfConstructError, struct.error, ValueError, OverflowError) as e:
             self.close()
-            raise BBMapError(f"malformed ELF: {library_words(e)}", file=self.path) from None
+            section, offset = getattr(self, "_at", ("ELF header", 0))
+            raise BBMapError(f"malformed ELF: {library_words(e)}", file=self.path,
+                             section=section, offset=offset) from None
+
+    def _check_ident(self, size: int) -> None:
+        """The class and byte order bytes, and a whole ELF header (pyelftools says
+        "Invalid EI_CLASS b'\\r'" or runs past the end, naming no offset)."""
+        mm = self._mm
+        for off, name, ok in ((EI_CLASS, "EI_CLASS", {ELFCLASS32: "1 (32-bit)",
+                                                      ELFCLASS64: "2 (64-bit)"}),
+                              (EI_DATA, "EI_DATA", {ELFDATA2LSB: "1 (little-endian)",
+                                                    ELFDATA2MSB: "2 (big-endian)"})):
+            if mm[off] not in ok:
+                raise BBMapError(f"{name} is {mm[off]:#x}, neither {' nor '.join(ok.values())}",
+                                 file=self.path, section="ELF header", offset=off)
+        need = elf_dtype("Elf_Ehdr", 64 if mm[EI_CLASS] == ELFCLASS64 else 32, True).itemsize
+        if size < need:
+            raise BBMapError(f"the ELF header needs {need} bytes, the file has {size}",
+                             file=self.path, section="ELF header", offset=0)
 
     def _check_tables(self, size: int) -> None:
-        """The program and section header tables lie inside the file (checked before
-        pyelftools seeks to them: a wild ``e_phoff`` makes it overflow, not fail)."""
+        """The program and section header tables lie inside the file and their entries are
+        as large as a header (checked before pyelftools seeks to them: a wild ``e_phoff``
+        makes it overflow, a small ``e_phentsize`` raise without an offset)."""
         h = self.elf.header
         is64 = self.elf.elfclass == 64
-        for what, off_f, num_f, ent_f in (("program", "e_phoff", "e_phnum", "e_phentsize"),
-                                          ("section", "e_shoff", "e_shnum", "e_shentsize")):
+        ehdr = elf_dtype("Elf_Ehdr", 64 if is64 else 32, True)
+        structs = self.elf.structs
+        for what, off_f, num_f, ent_f, entry in (
+                ("program", "e_phoff", "e_phnum", "e_phentsize", structs.Elf_Phdr.sizeof()),
+                ("section", "e_shoff", "e_shnum", "e_shentsize", structs.Elf_Shdr.sizeof())):
             off, num, ent = h[off_f], h[num_f], h[ent_f]
+            if off and ent < entry:
+                raise BBMapError(
+                    f"{ent_f} is {ent}, smaller than a {what} header ({entry} bytes)",
+                    file=self.path, section="ELF header", offset=ehdr.fields[ent_f][1])
             if num == 0 or off == 0:
                 continue  # no such table (e_shnum 0 may mean "in section 0": checked below)
             if off + num * ent > size:
@@ -205,6 +241,19 @@ class Binary:
     def is_relocatable(self) -> bool:
         return self.e_type == "ET_REL"
 
+    def refuse_relocatable(self) -> None:
+        """The one refusal of every command that places runtime addresses or samples in a
+        binary (annotate, cfg, layout, fleet, lookup, verify --profile): a ``.o`` has
+        section-relative addresses that overlap and no process maps it.  A usage error
+        (exit 2), like the binary and the profile swapped; dump and verify read it."""
+        if self.is_relocatable:
+            raise UsageError(
+                "a relocatable object (ET_REL, a .o): its addresses are section-relative "
+                "and no process maps it, so no sample or address can be placed in it; pass "
+                "the executable or shared library linked from it (dump and verify read a .o)",
+                file=self.path, section="ELF header",
+                offset=elf_dtype("Elf_Ehdr", self.elfclass, True).fields["e_type"][1])
+
     @property
     def address_size(self) -> int:
         return 8 if self.elfclass == 64 else 4
@@ -214,13 +263,45 @@ class Binary:
         (which parse whole GNU hash tables eagerly: 0.1 s on a 100k-symbol DSO)."""
         elf = self.elf
         try:
+            self._at = ("ELF header", 0)
             n = elf.num_sections()
+            shoff, shent = elf["e_shoff"], elf["e_shentsize"]
+            names = self._section_name_table(n) if n else None
             for i in range(n):
+                self._at = (f"section header [{i}]", shoff + i * shent)
                 h = elf._get_section_header(i)
+                if names is not None and h["sh_name"] >= names[1]:
+                    raise BBMapError(
+                        f"sh_name {h['sh_name']:#x} of section [{i}] lies past the end of the "
+                        f"section name table (section [{names[0]}], {names[1]:#x} bytes)",
+                        file=self.path, section=f"section header [{i}]",
+                        offset=shoff + i * shent)
+                self._at = (f"section [{names[0] if names else '?'}] (section names; the "
+                            f"name of section [{i}])", h["sh_name"])
                 yield h, elf._get_section_name(h)
         except AttributeError:  # another pyelftools: the public, slower way
             for s in elf.iter_sections():
                 yield s.header, s.name
+
+    def _section_name_table(self, n: int) -> tuple[int, int]:
+        """(index, size) of the section name table, checked to be a section inside the file
+        (pyelftools would fail reading a name, with no word of which table or where)."""
+        elf = self.elf
+        idx = elf.get_shstrndx()
+        ehdr = elf_dtype("Elf_Ehdr", elf.elfclass, True)
+        if idx >= n:
+            raise BBMapError(f"e_shstrndx {idx} names no section (there are {n})",
+                             file=self.path, section="ELF header",
+                             offset=ehdr.fields["e_shstrndx"][1])
+        at = elf["e_shoff"] + idx * elf["e_shentsize"]
+        self._at = (f"section header [{idx}]", at)
+        h = elf._get_section_header(idx)
+        if h["sh_offset"] + h["sh_size"] > len(self._mm) and h["sh_type"] != "SHT_NOBITS":
+            raise BBMapError(
+                f"the section name table (section [{idx}], {h['sh_size']:#x} bytes at "
+                f"{h['sh_offset']:#x}) lies outside the file ({len(self._mm):#x} bytes)",
+                file=self.path, section=f"section header [{idx}]", offset=at)
+        return idx, h["sh_size"]
 
     def _read_sections(self) -> list[SectionInfo]:
         out = []
@@ -235,7 +316,10 @@ class Binary:
         out = []
         elf = self.elf
         try:  # headers only: a DynamicSegment object would parse the GNU hash table
-            headers = [elf._get_segment_header(i) for i in range(elf.num_segments())]
+            headers = []
+            for i in range(elf.num_segments()):
+                self._at = (f"program header [{i}]", elf["e_phoff"] + i * elf["e_phentsize"])
+                headers.append(elf._get_segment_header(i))
         except AttributeError:
             headers = [seg.header for seg in elf.iter_segments()]
         for h in headers:
@@ -419,22 +503,94 @@ class Binary:
             return True
 
     def debug_file(self) -> Binary | None:
-        """A separate debug file found by build-id (``.build-id/xx/rest.debug``)."""
+        """A separate debug file found by build-id (``.build-id/xx/rest.debug`` in a
+        ``--debug-dir`` or /usr/lib/debug), else by ``.gnu_debuglink`` (its name beside
+        the binary, in ``.debug/`` beside it, in each debug directory, and under a debug
+        directory followed by the binary's own directory, as gdb looks; the CRC32 the link
+        records must match).  Looked up once."""
+        if "_debug_file" not in self.__dict__:
+            self.__dict__["_debug_file"] = self._find_debug_file()
+        return self.__dict__["_debug_file"]
+
+    def _find_debug_file(self) -> Binary | None:
         bid = self.build_id
-        if not bid or len(bid) < 3:
-            return None
-        for d in (*self.debug_dirs, *DEFAULT_DEBUG_DIRS):
-            for cand in (os.path.join(d, ".build-id", bid[:2], bid[2:] + ".debug"),
-                         os.path.join(d, bid[:2], bid[2:] + ".debug")):
-                if os.path.isfile(cand):
-                    try:
-                        other = Binary(cand, demangle=self.demangle)
-                    except BBMapError as e:
-                        self.diagnostics.add(e.diagnostic)
-                        continue
-                    if other.build_id == bid:
+        dirs = (*self.debug_dirs, *DEFAULT_DEBUG_DIRS)
+        if bid and len(bid) >= 3:
+            for d in dirs:
+                for cand in (os.path.join(d, ".build-id", bid[:2], bid[2:] + ".debug"),
+                             os.path.join(d, bid[:2], bid[2:] + ".debug")):
+                    other = self._open_debug_candidate(cand)
+                    if other is not None and other.build_id == bid:
                         return other
+        link = self.debuglink
+        if link is None:
+            return None
+        name, crc = link
+        here = os.path.dirname(os.path.abspath(self.path))
+        cands = [os.path.join(here, name), os.path.join(here, ".debug", name)]
+        for d in dirs:
+            cands += [os.path.join(d, name), os.path.join(d, here.lstrip(os.sep), name)]
+        for cand in cands:
+            if os.path.abspath(cand) == os.path.abspath(self.path):
+                continue
+            other = self._open_debug_candidate(cand, crc=crc)
+            if other is not None and (not bid or not other.build_id or other.build_id == bid):
+                return other
         return None
+
+    def _open_debug_candidate(self, cand: str, crc: int | None = None) -> Binary | None:
+        if not os.path.isfile(cand):
+            return None
+        if crc is not None:
+            with open(cand, "rb") as fh:
+                got = 0
+                while chunk := fh.read(1 << 20):
+                    got = zlib.crc32(chunk, got)
+            if got != crc:
+                return None
+        try:
+            return Binary(cand, demangle=self.demangle)
+        except BBMapError as e:
+            self.diagnostics.add(e.diagnostic)
+            return None
+
+    @cached_property
+    def debuglink(self) -> tuple[str, int] | None:
+        """``.gnu_debuglink``: the debug file's name and the CRC32 of its bytes."""
+        sec = next((s for s in self.sections if s.name == DEBUGLINK_SECTION), None)
+        if sec is None:
+            return None
+        try:
+            data = self.section_data(sec.index)
+        except BBMapError as e:
+            self.diagnostics.add(e.diagnostic)
+            return None
+        end = data.find(b"\0")
+        if end <= 0:
+            return None
+        at = (end + 4) & ~3  # the name, NUL, padding to 4, then the CRC
+        if at + 4 > len(data):
+            return None
+        crc, = struct.unpack_from("<I" if self.little_endian else ">I", data, at)
+        name = data[:end].decode("utf-8", "replace")
+        if os.sep in name or name in (".", ".."):
+            return None  # a name, never a path (a hostile link may not point elsewhere)
+        return name, crc
+
+    @property
+    def has_symtab(self) -> bool:
+        return any(s.sh_type == SHT_SYMTAB for s in self.sections)
+
+    def stripped(self) -> str | None:
+        """How this file shows it was stripped (None: it was not, or cannot tell).  A
+        linked file without ``.symtab`` was stripped (every linker writes one); without
+        its block map too, and built by a clang that emits one, the strip took the map
+        (``llvm-strip`` does; GNU ``strip`` keeps sections it does not know)."""
+        if self.is_relocatable or not self.sections or self.has_symtab:
+            return None
+        link = self.debuglink
+        how = "no .symtab" + (f"; .gnu_debuglink names {link[0]}" if link else "")
+        return how
 
     # --------------------------------------------------------------- block map
     def map_sections(self) -> list[SectionInfo]:
@@ -550,7 +706,42 @@ class Binary:
         return m
 
     @cached_property
+    def block_map_file(self) -> str:
+        """The file the block map was read from: this one, or its debug file when this
+        one has none (a binary ``llvm-strip`` stripped; ``objcopy --only-keep-debug``
+        keeps the map in the debug file)."""
+        _ = self.block_map
+        return self.__dict__.get("_block_map_file", self.path)
+
+    @cached_property
     def block_map(self) -> BlockMap:
+        maps = self._decoded_maps()
+        if not maps and not self.is_relocatable:
+            dbg = self.debug_file()
+            if dbg is not None and dbg.map_sections():
+                maps = dbg._decoded_maps()
+                self.diagnostics.extend(dbg.diagnostics)
+                if maps:
+                    self.__dict__["_block_map_file"] = dbg.path
+        out = maps[0] if len(maps) == 1 else _concat(maps)
+        if not self.is_relocatable:
+            self._fill_range_sections(out)
+        if self.is_relocatable:
+            secs = out.range_section[out.func_range_ptr[:-1]] if out.num_functions else None
+        else:
+            secs = np.full(out.num_functions, -1, "i4")
+        table = self.symbol_tables[0] if self.symbol_tables else None
+        names = name_functions(out.func_address, secs, table,
+                               relocatable=self.is_relocatable)
+        if None in names:  # keep what the decoder named (label symbols) where none is
+            names = [n if n is not None else old
+                     for n, old in zip(names, out.func_name or [None] * len(names))]
+        out.func_name = names
+        return out
+
+    def _decoded_maps(self) -> list[BlockMap]:
+        """Every block map this file holds (map sections, then label symbols), decoded;
+        faults go to :attr:`diagnostics`."""
         maps = []
         groups: list[list[SectionInfo]] = []
         for sec in self.map_sections():
@@ -573,21 +764,7 @@ class Binary:
         self.diagnostics.extend(diags)
         if lm.num_functions:
             maps.append(lm)
-        out = maps[0] if len(maps) == 1 else _concat(maps)
-        if not self.is_relocatable:
-            self._fill_range_sections(out)
-        if self.is_relocatable:
-            secs = out.range_section[out.func_range_ptr[:-1]] if out.num_functions else None
-        else:
-            secs = np.full(out.num_functions, -1, "i4")
-        table = self.symbol_tables[0] if self.symbol_tables else None
-        names = name_functions(out.func_address, secs, table,
-                               relocatable=self.is_relocatable)
-        if None in names:  # keep what the decoder named (label symbols) where none is
-            names = [n if n is not None else old
-                     for n, old in zip(names, out.func_name or [None] * len(names))]
-        out.func_name = names
-        return out
+        return maps
 
     def _fill_range_sections(self, m: BlockMap) -> None:
         """Linked images: the text section holding each range base (-1 if none)."""

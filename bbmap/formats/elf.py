@@ -14,6 +14,11 @@ from functools import lru_cache
 
 import numpy as np
 
+# e_ident: the bytes that say how to read the rest (the same in both classes)
+EI_CLASS, EI_DATA = 4, 5  # offsets in the file
+ELFCLASS32, ELFCLASS64 = 1, 2
+ELFDATA2LSB, ELFDATA2MSB = 1, 2
+
 # e_type
 ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
 ET_NAMES = {ET_REL: "ET_REL", ET_EXEC: "ET_EXEC", ET_DYN: "ET_DYN", ET_CORE: "ET_CORE"}

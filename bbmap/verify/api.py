@@ -236,16 +236,18 @@ def judge_profile(measured: Any, *, binary: str = "", profiles: Iterable[str] = 
 
     pgo = FEAT_BB_FREQ | FEAT_BR_PROB | FEAT_FUNC_ENTRY_COUNT
     if not m.num_functions or not (m.func_feature & pgo).any():
-        rep.errors.append("the block map has no PGO analysis map (build with -mllvm "
-                          "-pgo-analysis-map=func-entry-count,bb-freq,br-prob)")
+        rep.errors.append(f"{rep.binary}: the block map has no PGO analysis map (build with "
+                          "-mllvm -pgo-analysis-map=func-entry-count,bb-freq,br-prob)")
         return rep
     if source == "none":
-        rep.errors.append("the profile has no branch stacks (LBR) and no inferred counts: "
+        rep.errors.append(f"{', '.join(rep.profiles)}: the profile has no branch stacks "
+                          "(LBR) and no inferred counts: "
                           "branch ratios and block counts cannot be measured (record with "
                           "perf record -b, or use IP-only inference)")
         return rep
     if getattr(measured, "status", "ok") == "nothing_mapped":
-        rep.errors.append("no sample of the profile(s) mapped to a block of the binary")
+        rep.errors.append(f"{rep.binary}: no sample of the profile(s) mapped to a block "
+                          "of the binary")
         return rep
     scale = lbr_range_scale(acct) if (scale_lbr and source == "lbr" and acct) else 1.0
     rep.lbr_scale = scale

@@ -75,6 +75,12 @@ def _map_decodes(ctx: VerifyContext) -> Iterator[Finding]:
         secs = ctx.binary.map_sections() if hasattr(ctx.binary, "map_sections") else []
         what = (f"{len(secs)} map section(s) hold no functions" if secs else
                 "no SHT_LLVM_BB_ADDR_MAP section, .bb_info or BB label symbols")
+        how = ctx.binary.stripped() if hasattr(ctx.binary, "stripped") else None
+        if how and not secs:
+            from bbmap.aggregate.explain import restore_advice
+
+            what += (f"; the file was stripped ({how}) and llvm-strip removes the map with "
+                     f"the symbols: {restore_advice(ctx.binary.build_id)}")
         yield Finding("map-decodes", f"no block map: {what}")
         return
     declared = m.range_num_blocks.astype(np.int64)
@@ -320,7 +326,8 @@ def _callsite_offsets(ctx: VerifyContext) -> Iterator[Finding]:
     rng = ctx.block_range[owner[sel]]
     addr = ctx.block_start[owner[sel]] + cs[sel].astype(np.uint64)
     j = np.where(end_sem[sel], code.ending_at(rng, addr), code.starting_at(rng, addr))
-    kinds = np.where(j >= 0, code.kinds[np.maximum(j, 0)], 255)
+    kinds = (np.where(j >= 0, code.kinds[np.maximum(j, 0)], 255) if len(code.kinds)
+             else np.full(len(j), 255))  # nothing decoded: no offset is after a call
     for k in np.nonzero(~np.isin(kinds, list(_CALL_LIKE)))[0].tolist():
         s, jk = int(sel[k]), int(j[k])
         b = int(owner[s])
