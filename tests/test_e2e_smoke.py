@@ -2,8 +2,9 @@
 
 Runs ``bench/bench_e2e.py --smoke`` when asked (``BBMAP_E2E_SMOKE=1``: it builds zstd and
 takes minutes, so the default test run, which must stay well under ten minutes, leaves it to
-the benches) and clang-22, lld, llvm-readobj-22 and valgrind are installed (BOLT's row where bolt-22 and perf are) and the pinned sources can be fetched (or
-are cached: ``BBMAP_E2E_CACHE``).  It proves the pipeline end to end on a real third-party
+the benches) and clang-22, lld, llvm-readobj-22 and valgrind are installed (BOLT's row where
+bolt-22 and perf are) and the pinned sources can be fetched (or are cached:
+``BBMAP_E2E_CACHE``).  It proves the pipeline end to end on a real third-party
 program: the LBR perf.data read back by ``perf script`` and ``perf2bolt-22``, the bbmap and
 BOLT builds printing exactly what the baseline prints, and every measure present.  The
 figures that show the win come from the full bench (spec/e2e.md).
