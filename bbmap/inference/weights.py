@@ -136,9 +136,26 @@ def unique_starts(cfg: CFG) -> bool:
 
 def _trail_units(cfg: CFG) -> np.ndarray:
     """1 for blocks ending ``jcc A; jmp B`` (their trailing ``jmp``), else 0."""
-    tj = cfg.trail_jump if len(cfg.trail_jump) == cfg.num_blocks else \
+    return (_trail_jumps(cfg) > 0).astype(np.int64)
+
+
+def _trail_jumps(cfg: CFG) -> np.ndarray:
+    """The address of each block's trailing ``jmp`` after a ``jcc`` (0 elsewhere)."""
+    return cfg.trail_jump if len(cfg.trail_jump) == cfg.num_blocks else \
         np.zeros(cfg.num_blocks, np.uint64)
-    return (tj > 0).astype(np.int64)
+
+
+def _histogram_in_blocks(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(address, samples, block, on a trailing jmp) of the histogram's addresses that lie
+    in a block."""
+    addr = np.asarray(ip_addr, np.uint64)
+    cnt = np.asarray(ip_samples, np.int64)
+    b = locate(cfg, addr)
+    inb = b >= 0
+    addr, cnt, b = addr[inb], cnt[inb], b[inb]
+    tj = _trail_jumps(cfg)
+    return addr, cnt, b, (tj[b] > 0) & (addr == tj[b])
 
 
 @dataclass
@@ -178,14 +195,8 @@ def precise_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
     instruction event: samples per instruction executed on every pass through the block
     (all of them but a trailing ``jmp`` after a ``jcc``, whose samples are left out)."""
     B = cfg.num_blocks
-    addr = np.asarray(ip_addr, np.uint64)
-    cnt = np.asarray(ip_samples, np.int64)
-    b = locate(cfg, addr)
-    inb = b >= 0
-    addr, cnt, b = addr[inb], cnt[inb], b[inb]
+    _, cnt, b, on_trail = _histogram_in_blocks(cfg, ip_addr, ip_samples)
     trail = _trail_units(cfg)
-    tj = cfg.trail_jump if len(cfg.trail_jump) == B else np.zeros(B, np.uint64)
-    on_trail = (trail[b] > 0) & (addr == tj[b])
     used = np.bincount(b[~on_trail], weights=cnt[~on_trail], minlength=B)
     units = np.maximum(cfg.n_insn.astype(np.float64) - trail, 0)
     ev = SampleEvidence(used, units, units > 0)
@@ -204,17 +215,12 @@ def skid_evidence(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
                   ) -> tuple[SampleEvidence, Skid]:
     """:class:`SampleEvidence` of the ``time`` model and where it put the samples."""
     B = cfg.num_blocks
-    addr = np.asarray(ip_addr, np.uint64)
-    cnt = np.asarray(ip_samples, np.int64)
-    b = locate(cfg, addr)
-    inb = b >= 0
-    addr, cnt, b = addr[inb], cnt[inb], b[inb]
+    addr, cnt, b, on_trail = _histogram_in_blocks(cfg, ip_addr, ip_samples)
     start = cfg.block_start[b]
     trail = _trail_units(cfg)
-    tj = cfg.trail_jump if len(cfg.trail_jump) == B else np.zeros(B, np.uint64)
     # a jcc's samples land on the trailing jmp only when it falls through: like a first
     # instruction's, they are not credited
-    at_first = (addr == start) | ((trail[b] > 0) & (addr == tj[b]))
+    at_first = (addr == start) | on_trail
     at_second = (addr == start + cfg.first_size[b].astype(np.uint64)) & ~at_first
     rest = np.bincount(b[~at_first & ~at_second], weights=cnt[~at_first & ~at_second],
                        minlength=B)
