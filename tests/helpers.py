@@ -146,6 +146,13 @@ def cli(*args):
     return r.exit_code, r.output
 
 
+def cli_stdout(*args):
+    """(exit code, stdout alone): for documents a command prints while it also says on
+    stderr why it exits non-zero."""
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.stdout
+
+
 def one_error_line(out: str) -> str:
     assert "Traceback" not in out and "internal error" not in out, out
     lines = [ln for ln in out.splitlines() if ln.startswith("bbmap: error:")]

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import CORPUS, PIE_BINARY, PIE_PROFILE, cli
+from tests.helpers import CORPUS, PIE_BINARY, PIE_PROFILE, cli, cli_stdout
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -235,8 +235,8 @@ def test_verify_profile_reads_an_aggregate_with_its_moments(tmp_path):
         pytest.skip("pgoflip corpus case absent")
     agg = str(tmp_path / "train.agg")
     assert cli("annotate", prof, exe, "--format", "aggregate", "-o", agg)[0] == 0
-    code_a, a = cli("verify", exe, "--profile", agg, "--json")
-    code_p, p = cli("verify", exe, "--profile", prof, "--json")
+    code_a, a = cli_stdout("verify", exe, "--profile", agg, "--json")
+    code_p, p = cli_stdout("verify", exe, "--profile", prof, "--json")
     da, dp = json.loads(a), json.loads(p)
     assert code_a == code_p and da.pop("profiles") == [agg] and dp.pop("profiles") == [prof]
     assert da == dp
