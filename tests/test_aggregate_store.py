@@ -240,3 +240,41 @@ def test_verify_profile_reads_an_aggregate_with_its_moments(tmp_path):
     da, dp = json.loads(a), json.loads(p)
     assert code_a == code_p and da.pop("profiles") == [agg] and dp.pop("profiles") == [prof]
     assert da == dp
+
+
+def test_damaged_parquet_names_section_and_offset(tmp_path):
+    """pyarrow's errors name no place in the file: the reader walks the Parquet layout
+    (magic, footer length, footer, each column chunk) and names where it breaks."""
+    pytest.importorskip("pyarrow")
+    from bbmap.aggregate.store import read_aggregate
+    from bbmap.errors import BBMapError
+
+    agg = tmp_path / "a.parquet"
+    assert cli("annotate", PIE_PROFILE, PIE_BINARY, "--format", "aggregate",
+               "-o", str(agg))[0] == 0
+    data = agg.read_bytes()
+    import pyarrow.parquet as pq
+
+    md = pq.ParquetFile(agg).metadata
+    col = md.row_group(0).column(0)
+    first_page = col.dictionary_page_offset or col.data_page_offset
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+
+    def damaged(name: str, b: bytes) -> BBMapError:
+        p = tmp_path / name
+        p.write_bytes(b)
+        with pytest.raises(BBMapError) as ei:
+            read_aggregate(str(p))
+        return ei.value
+
+    cases = {
+        "short": (data[:10], "file", 10),
+        "tail": (data[:-4] + b"XXXX", "Parquet footer", len(data) - 4),
+        "footer": (data[:footer] + bytes(b ^ 0xFF for b in data[footer:footer + 24])
+                   + data[footer + 24:], "Parquet footer (file metadata)", footer),
+        "chunk": (data[:first_page + 4] + bytes(64) + data[first_page + 68:],
+                  f"row group 0, column {col.path_in_schema}", first_page),
+    }
+    for name, (b, section, offset) in cases.items():
+        d = damaged(name, b).diagnostic
+        assert (d.section, d.offset) == (section, offset), name

@@ -568,12 +568,61 @@ def read_aggregate(path: str) -> Aggregate:
     pq = _parquet()
     try:
         table = pq.read_table(path)
-    except OSError as e:
+    except FileNotFoundError as e:
         raise BBMapError(f"not a readable Parquet aggregate: {e}", file=path) from None
     except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid & co on bad bytes
-        raise BBMapError(f"not a readable Parquet aggregate: {type(e).__name__}: {e}",
-                         file=path) from None
+        section, offset, what = parquet_fault(path, pq)
+        raise BBMapError(f"not a readable Parquet aggregate: {what}: {type(e).__name__}: {e}",
+                         file=path, section=section, offset=offset) from None
     return from_table(table, path)
+
+
+PARQUET_MAGIC = b"PAR1"  # at the start and at the end of every Parquet file
+PARQUET_TAIL = 8  # the footer's length (u32 little endian) and the closing magic
+
+
+def parquet_fault(path: str, pq) -> tuple[str, int, str]:  # noqa: ANN001 - pyarrow.parquet
+    """(section, byte offset, what) of the first part of a Parquet file that does not
+    read: the leading magic, the closing magic and footer length, the footer (file
+    metadata), then each column chunk in turn (its first page's offset).  pyarrow's own
+    errors name no offset; this walks the file's layout as the format declares it."""
+    import struct
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+            size = fh.seek(0, 2)
+            fh.seek(max(size - PARQUET_TAIL, 0))
+            tail = fh.read(PARQUET_TAIL)
+    except OSError as e:
+        return "file", 0, f"unreadable ({e.strerror})"
+    if size < len(PARQUET_MAGIC) + PARQUET_TAIL:
+        return "file", size, f"{size} bytes, shorter than Parquet's magic and footer"
+    if head != PARQUET_MAGIC:
+        return "Parquet header", 0, "no PAR1 magic"
+    if tail[4:] != PARQUET_MAGIC:
+        return "Parquet footer", size - 4, "no closing PAR1 magic"
+    footer_len = struct.unpack("<I", tail[:4])[0]
+    footer = size - PARQUET_TAIL - footer_len
+    if footer < len(PARQUET_MAGIC):
+        return "Parquet footer", size - PARQUET_TAIL, \
+            f"footer length {footer_len} runs past the start of the file"
+    try:
+        pf = pq.ParquetFile(path)
+        md = pf.metadata
+    except Exception:  # noqa: BLE001 - pyarrow's errors for a bad footer
+        return "Parquet footer (file metadata)", footer, "the footer does not decode"
+    for i in range(md.num_row_groups):
+        rg = md.row_group(i)
+        for j in range(rg.num_columns):
+            col = rg.column(j)
+            try:
+                pf.read_row_group(i, columns=[col.path_in_schema])
+            except Exception:  # noqa: BLE001 - a damaged page
+                start = col.dictionary_page_offset or col.data_page_offset
+                return (f"row group {i}, column {col.path_in_schema}", int(start),
+                        "a column chunk does not decode")
+    return "Parquet footer (file metadata)", footer, "the file does not decode"
 
 
 def from_table(table, path: str = "<aggregate>") -> Aggregate:  # noqa: ANN001
