@@ -212,3 +212,13 @@ def test_trailing_jump_is_no_unit(perf: str, binary: str) -> None:
     assert (ev.units[two] == units).all()
     assert (w[two[units > 0]] == np.rint(WEIGHT_SCALE * 6 / units[units > 0])).all()
     assert known[two[units > 0]].all()
+
+
+def test_garwood_table_is_the_series() -> None:
+    """The 95% table the runs use equals the incomplete-gamma computation it stands for."""
+    from bbmap.inference.intervals import GARWOOD_95_HIGH, GARWOOD_95_LOW, _exact_table
+
+    alpha = 2 * (1 - 0.5 * (1 + math.erf(1.959963984540054 / math.sqrt(2))))
+    _, lo, hi = _exact_table(alpha)
+    assert np.allclose(lo, GARWOOD_95_LOW, atol=2e-6)
+    assert np.allclose(hi, GARWOOD_95_HIGH, atol=2e-6)

@@ -31,6 +31,7 @@ instruction about to retire was the block's).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -46,6 +47,21 @@ TIME_SPREAD = 8.0
 PROPAGATION_ROUNDS = 4  # passes of neighbour bounds for blocks without an observation
 EXACT_BELOW = 40.0  # sample counts below this get Garwood's exact bounds
 _SERIES_TERMS = 400  # of the incomplete gamma series (x < 100 there: converged)
+# Garwood's 95% bounds at n = 0 .. EXACT_BELOW, as _exact_table computes them (a test holds
+# the two equal): the table every run would otherwise spend ~0.3 s of series on
+GARWOOD_95_LOW = (
+    0.000000, 0.025318, 0.242209, 0.618672, 1.089865, 1.623486, 2.201894, 2.814363, 3.453832,
+    4.115373, 4.795389, 5.491160, 6.200575, 6.921952, 7.653930, 8.395386, 9.145382, 9.903126,
+    10.667941, 11.439241, 12.216520, 12.999331, 13.787283, 14.580027, 15.377253, 16.178682,
+    16.984063, 17.793170, 18.605797, 19.421755, 20.240874, 21.062996, 21.887976, 22.715682,
+    23.545988, 24.378782, 25.213957, 26.051415, 26.891062, 27.732812, 28.576586,)
+GARWOOD_95_HIGH = (
+    3.688879, 5.571643, 7.224688, 8.767273, 10.241589, 11.668332, 13.059474, 14.422675,
+    15.763189, 17.084803, 18.390356, 19.682039, 20.961585, 22.230396, 23.489621, 24.740219,
+    25.982998, 27.218647, 28.447760, 29.670854, 30.888378, 32.100731, 33.308264, 34.511293,
+    35.710098, 36.904932, 38.096024, 39.283582, 40.467796, 41.648837, 42.826865, 44.002026,
+    45.174452, 46.344269, 47.511592, 48.676527, 49.839174, 50.999626, 52.157969, 53.314284,
+    54.468647,)
 
 
 def model_spread(model: str) -> float:
@@ -68,11 +84,25 @@ def poisson_interval(n: np.ndarray, z: float = _Z) -> tuple[np.ndarray, np.ndarr
     hi = k1 * (1 - 1 / (9 * k1) + z / (3 * np.sqrt(k1))) ** 3
     small = n < EXACT_BELOW
     if small.any():
-        u, inv = np.unique(n[small], return_inverse=True)
-        lo_u = np.where(u > 0, _gamma_quantile(np.maximum(u, 1e-12), alpha / 2), 0.0)
-        hi_u = _gamma_quantile(u + 1, 1 - alpha / 2)
-        lo[small], hi[small] = lo_u[inv], hi_u[inv]
+        # exact at whole counts, linear between them (refill samples count 0.1): one
+        # table per confidence, made once (the incomplete gamma series is slow)
+        grid, lo_t, hi_t = _exact_table(alpha) if z != _Z else _GARWOOD_95
+        lo[small] = np.interp(n[small], grid, lo_t)
+        hi[small] = np.interp(n[small], grid, hi_t)
     return lo, hi
+
+
+_GARWOOD_95 = (np.arange(int(EXACT_BELOW) + 1, dtype=np.float64), np.array(GARWOOD_95_LOW),
+               np.array(GARWOOD_95_HIGH))
+
+
+@functools.lru_cache(maxsize=4)
+def _exact_table(alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Garwood's bounds at n = 0, 1, ..., EXACT_BELOW."""
+    grid = np.arange(int(EXACT_BELOW) + 1, dtype=np.float64)
+    lo = np.where(grid > 0, _gamma_quantile(np.maximum(grid, 1e-12), alpha / 2), 0.0)
+    hi = _gamma_quantile(grid + 1, 1 - alpha / 2)
+    return grid, lo, hi
 
 
 def _gamma_cdf(a: np.ndarray, x: np.ndarray) -> np.ndarray:
