@@ -84,10 +84,14 @@ REFUSALS = re.compile(
     r"is a perf\.data profile|not a perf\.data|different build|other build|"
     r"cannot open|No such file|is a directory|not a Parquet|other binar|no branch stacks|"
     r"outside every function|profile is empty|has no basic-block address map|"
-    r"never appears in the profile|none of the \d+ samples landed in", re.I)
+    r"never appears in the profile|none of the \d+ samples landed in|the profile has no samples|"
+    r"no inferred counts", re.I)
 # A summary after the lines that name each file (``exit_if_incomplete``): exempt from both.
+# So are the exit-1 reasons of verify (its report names each failed check and belief) and the
+# notes of a failing run that kept an existing output (logged as errors before they were notes).
 SUMMARY = re.compile(r"^bbmap: error: incomplete: \d+ of \d+ profiles|^bbmap: error: \.\.\. and "
-                     r"\d+ more")
+                     r"\d+ more|verification failed: \d+ |the PGO analysis map does not "
+                     r"match the profile|not replaced \(the run failed")
 GOOD = b"a good output written by an earlier run\n"
 
 

@@ -89,13 +89,13 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                     code = EXIT_SIGPIPE  # (see _stdout_reader_gone)
                 if said:
                     click.echo(said, err=True)
-                try:
-                    settled = run.settle(code)
+                try:  # what happened to each output: a note, not an input's error
+                    settled, kind = run.settle(code), "note"
                 except BBMapError as e:
-                    settled = [str(e)]
+                    settled, kind = [str(e)], "error"
                     code = code or EXIT_FAILED
                 for line in settled:
-                    click.echo(f"bbmap: error: {line}", err=True)
+                    click.echo(f"bbmap: {kind}: {line}", err=True)
             if click_exc is not None:
                 raise click_exc
             sys.exit(code)
