@@ -150,12 +150,15 @@ def _commands():
 @pytest.mark.parametrize("dest", ["output", "debug_dirs"])
 def test_shared_options_declared_once(dest):
     """``-o`` and ``--debug-dir`` mean the same in every command (flag, type, help); a
-    required ``-o`` (cfg) only drops "instead of stdout"."""
+    required ``-o`` (cfg, merge, fleet: ``OutputFile(required=True)``) says "required"
+    where the others say "instead of stdout"."""
     seen = {}
     for name, cmd in _commands().items():
         for p in cmd.params:
             if p.name == dest:
-                help_ = p.help + (" instead of stdout" if p.required else "")
+                required = p.required or getattr(p.type, "required", False)
+                help_ = p.help.replace("; required)", ") instead of stdout") if required \
+                    else p.help
                 seen[name] = (tuple(p.opts), type(p.type).__name__, p.multiple, help_)
     assert len(seen) >= 3, seen
     assert len(set(seen.values())) == 1, seen

@@ -161,7 +161,7 @@ def test_index_matches_oracle(layout, extra):
                                     IN_FUNCTION_NO_BLOCK: "in-function-no-block",
                                     OUTSIDE_FUNCTION: "outside-function"}[status]
             if blk >= 0:
-                assert ex["stage3"]["block"] == blk
+                assert ex["stage3"]["block_index"] == blk
     if not to:
         assert np.array_equal(idx.lookup(arr).block, idx.lookup_direction(arr, to=False).block)
     if idx._table is not None:  # the bucket table is its definition: points <= each start
