@@ -149,10 +149,14 @@ def test_fleet_interrupted_while_its_cluster_starts_ends_at_once(tmp_path, sig):
             os.kill(int(ln.split()[0]), signal.SIGKILL)
         err = p.stderr.read().decode(errors="replace")
         p.stderr.close()
-        if code == 0:  # the job finished first (an idle machine): its output is not ours
+        if code == 0 or " profiles in " in err:
+            # the job finished first (an idle machine: its summary line is out), and the
+            # signal came at most during the teardown: not what this test is about
             for f in os.listdir(tmp_path):
                 os.unlink(tmp_path / f)
             continue
+        if (code, err) == (-sig, "") and not left:  # before the handlers are set (as in
+            continue  # the test above): the default action, which a shell reports alike
         assert (code, err) == WANT[sig], (delay, code, err)
         assert took < 2, (delay, took)
         assert left == [], (delay, left)
