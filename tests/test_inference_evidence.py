@@ -222,3 +222,21 @@ def test_garwood_table_is_the_series() -> None:
     _, lo, hi = _exact_table(alpha)
     assert np.allclose(lo, GARWOOD_95_LOW, atol=2e-6)
     assert np.allclose(hi, GARWOOD_95_HIGH, atol=2e-6)
+
+
+# ------------------------------------------------------------------------- bookkeeping
+@pytest.mark.skipif(not (CORPUS / "newcomer" / "perf.data").exists(), reason="corpus not built")
+def test_floored_counts_each_block_once() -> None:
+    """A function solved again with its call sites' evidence counts its floored blocks
+    once: ``floored`` is the number of blocks whose final count the floor raised (the
+    newcomer's three re-solved functions counted them twice)."""
+    b, p = CORPUS / "newcomer" / "newcomer.pie", CORPUS / "newcomer" / "perf.data"
+    cfg = recover_cfg(load_binary(str(b)))
+    res, ip = bench.annotate_ip(str(p), str(b))
+    inf = infer_counts(cfg, res.block_samples, model="time", ip=ip)
+    assert inf.quality.call_evidence > 0
+    raised = inf.block_floored
+    assert inf.quality.floored == int(raised.sum())
+    # a raised block is one the floor lifted: its count sits at or below its floor, above 0
+    assert (inf.block_count[raised] > 0).all()
+    assert inf.quality.floored <= int((res.block_samples > 0).sum())

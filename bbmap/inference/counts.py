@@ -104,6 +104,8 @@ class Inferred:
     block_high: np.ndarray | None = None
     edge_low: np.ndarray | None = None
     edge_high: np.ndarray | None = None
+    # per global block: the samples' floor raised its count above its weight
+    block_floored: np.ndarray | None = None
 
 
 def _propagate(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -188,8 +190,8 @@ def _splice(cfg: CFG, first: Inferred, second: Inferred, functions: np.ndarray) 
     mine = redo[cfg.block_func]
     out = Inferred(**{f: getattr(first, f) for f in (
         "block_count", "edge_from", "edge_to", "edge_fallthrough", "edge_count", "quality",
-        "block_low", "block_high", "edge_low", "edge_high")})
-    for f in ("block_count", "block_low", "block_high"):
+        "block_low", "block_high", "edge_low", "edge_high", "block_floored")})
+    for f in ("block_count", "block_low", "block_high", "block_floored"):
         col = getattr(first, f).copy()
         col[mine] = getattr(second, f)[mine]
         setattr(out, f, col)
@@ -201,7 +203,7 @@ def _splice(cfg: CFG, first: Inferred, second: Inferred, functions: np.ndarray) 
         setattr(out, f, merged[f][order])
     q = first.quality
     q.call_evidence = len(functions)
-    q.floored = first.quality.floored + second.quality.floored
+    q.floored = int(out.block_floored.sum())  # re-solved functions counted once
     q.seconds += second.quality.seconds
     return out
 
@@ -235,7 +237,7 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     q.sample_model = model if weights is None else "given"
     z = np.zeros(0, np.int64)
     empty = Inferred(np.zeros(B, np.int64), z, z, np.zeros(0, bool), z, q,
-                     np.zeros(B, np.int64), np.zeros(B, np.int64), z, z)
+                     np.zeros(B, np.int64), np.zeros(B, np.int64), z, z, np.zeros(B, bool))
     if not len(functions) or not B:
         return empty
     sel = np.zeros(m.num_functions, bool)
@@ -313,7 +315,8 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                    exit_)
 
     # ---- quality
-    q.floored = int(((r.block_flow > w) & (r.block_flow <= floor) & (floor > 0)).sum())
+    raised = (r.block_flow > w) & (r.block_flow <= floor) & (floor > 0)
+    q.floored = int(raised.sum())
     q.blocks = len(blocks)
     q.samples = int(s_loc.sum())
     q.samples_reachable = int(s_loc[reach].sum())
@@ -330,12 +333,14 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     blo[blocks] = iv.block_low
     bhi = np.zeros(B, np.int64)
     bhi[blocks] = iv.block_high
+    bfl = np.zeros(B, bool)
+    bfl[blocks] = raised
     pos = r.edge_flow > 0
     q.seconds = time.perf_counter() - t0
     return Inferred(block_count=bc, edge_from=src_g[pos], edge_to=dst_g[pos],
                     edge_fallthrough=(kind == S_FALLTHROUGH)[pos], edge_count=r.edge_flow[pos],
                     quality=q, block_low=blo, block_high=bhi, edge_low=iv.edge_low[pos],
-                    edge_high=iv.edge_high[pos])
+                    edge_high=iv.edge_high[pos], block_floored=bfl)
 
 
 def _naive_edges(c: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
