@@ -225,6 +225,9 @@ def accuracy(models: list[str], solver: str, e2e_dirs: list[str] = ()) -> list[d
                 weighted_error(inf.block_count, bt),
                 weighted_error(edges_dict(inf.edge_from, inf.edge_to, inf.edge_count), et))
             row.setdefault("quality", {})[model] = inf.quality.to_json()
+            # the evidence-first bar: a block with >= 5 samples is never counted 0
+            row.setdefault("sampled_zero", {})[model] = int(
+                ((res.block_samples >= 5) & (inf.block_count == 0)).sum())
         if case["lbr"] is not None:
             lres = annotate([case["lbr"]], binary)
             same = lres.edge_kind >= 0
@@ -246,7 +249,8 @@ def print_accuracy(rows: list[dict]) -> None:
         for model, q in r.get("quality", {}).items():
             print(f"  {r['program']} ({model}): reachable share {q.get('reachable_share')}, "
                   f"imbalance {q.get('imbalance_before')} -> {q.get('imbalance_after')}, "
-                  f"solver {q.get('solver')}" +
+                  f"solver {q.get('solver')}, blocks with >= 5 samples counted 0: "
+                  f"{r['sampled_zero'][model]}" +
                   (f", samples {q['skid']}" if "skid" in q else ""))
 
 

@@ -240,3 +240,27 @@ def test_floored_counts_each_block_once() -> None:
     # a raised block is one the floor lifted: its count sits at or below its floor, above 0
     assert (inf.block_count[raised] > 0).all()
     assert inf.quality.floored <= int((res.block_samples > 0).sum())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(1, 60)), min_size=2, max_size=40))
+def test_precision_scale_follows_the_poisson_spread(blocks) -> None:  # noqa: ANN001
+    """The precise model's cost multiplier is an integer >= 1, larger for a block whose
+    count estimate is more precise (more units per sqrt(samples)): it never falls when a
+    block's units grow or its samples shrink, the others unchanged."""
+    from bbmap.inference.weights import (
+        PRECISE_COST_CLIP,
+        PRECISE_COST_STEPS,
+        SampleEvidence,
+        precision_cost_scale,
+    )
+
+    s = np.array([b[0] for b in blocks], np.float64)
+    u = np.array([b[1] for b in blocks], np.float64)
+    sc = precision_cost_scale(SampleEvidence(s, u, u > 0))
+    assert sc.dtype == np.int64 and (sc >= 1).all()
+    assert (sc <= round(PRECISE_COST_STEPS * PRECISE_COST_CLIP[1])).all()
+    # the precision ratio, up to the shared median, orders the multipliers
+    r = u / np.sqrt(np.maximum(s, 1))
+    order = np.argsort(r, kind="stable")
+    assert (np.diff(sc[order]) >= 0).all()

@@ -30,6 +30,7 @@ from bbmap.inference.intervals import CONFIDENCE, floors, intervals, model_sprea
 from bbmap.inference.weights import (
     HISTOGRAM_MODELS,
     MODEL_ALIASES,
+    PRECISE_BLOCK_INC,
     PRECISE_MODEL,
     SAMPLE_MODEL,
     SAMPLE_MODELS,
@@ -41,6 +42,7 @@ from bbmap.inference.weights import (
     block_evidence,
     block_weights,
     precise_weights,
+    precision_cost_scale,
     skid_evidence,
     unique_starts,
 )
@@ -306,9 +308,12 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
         ew = np.zeros(len(key), np.int64)
         ew[hit] = np.asarray(ec, np.int64)[order][pos[hit]]
         ek = hit
+    precise = model == PRECISE_MODEL and weights is None
+    cost = {"cost_scale": precision_cost_scale(ev), "block_inc": PRECISE_BLOCK_INC} \
+        if precise else {}
     p = FlowProblem(comp=comp, weight=w, known=known, entry=first, side_entry=side,
                     exit=exit_, edge_src=src, edge_dst=dst, edge_ft=kind == S_FALLTHROUGH,
-                    floor=floor,
+                    floor=floor, **cost,
                     **({} if ew is None else {"edge_weight": ew, "edge_known": ek}))
     r = infer(p, solver)
     iv = intervals(ev, model, floor, r.block_flow, src, dst, r.edge_flow, first | side,

@@ -39,9 +39,17 @@ Parameters (per unit of flow).  Block costs are LLVM's sample-PGO defaults
 Jump costs follow BOLT's idea that on a laid-out binary the fall-through is the likely
 successor (BOLT: ``-jump-unknown-inc`` 140 vs ``-jump-unknown-ft-inc`` 3 at its block cost
 150); at LLVM's block scale the values measured best on the corpus (bench_inference.py,
-spec/inference.md) are 5 and 1.  BOLT's whole set (block inc = dec = 150) was measured too:
-with time-based samples it lowers over-sampled blocks as readily as it raises
-under-sampled ones, and was 2-3x worse.
+spec/inference.md) are 5 and 1.
+
+Precise instruction samples are unbiased Poisson draws, so each block's observation is as
+trustworthy as its samples make it: the precise model scales a block's raise and lower
+costs by its precision (``FlowProblem.cost_scale``, from
+:func:`bbmap.inference.weights.precision_cost_scale`) and raises at 15 instead of 10
+(``FlowProblem.block_inc``: LLVM's 10 against 20 favours raising a count, a bias that
+suits time samples, which under-count some blocks, but not unbiased ones).
+
+BOLT's whole set (block inc = dec = 150) was measured too: with time-based samples it
+lowers over-sampled blocks as readily as it raises under-sampled ones, and was 2-3x worse.
 """
 
 from __future__ import annotations
@@ -90,6 +98,12 @@ class FlowProblem:
     edge_known: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     floor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # i8 per
     # block: the count the samples prove (0: none)
+    # i8 per block, >= 1: multiplies the block's raise and lower costs (how much its own
+    # observation is trusted; None: all alike).  The precise model sets it from each
+    # block's sampling precision (weights.precision_cost_scale).
+    cost_scale: np.ndarray | None = None
+    block_inc: int = COST_BLOCK_INC  # the raise cost of an observed block (see above);
+    # an observed zero costs as much more as COST_BLOCK_ZERO_INC is above COST_BLOCK_INC
 
     def __post_init__(self) -> None:
         if len(self.floor) != len(self.comp):
@@ -146,7 +160,9 @@ def floor_cost(p: FlowProblem) -> int:
     if not len(p.comp):
         return 1
     biggest = int(np.bincount(p.comp).max())
-    per_block = max(COST_BLOCK_ENTRY_INC, COST_BLOCK_INC, COST_BLOCK_ZERO_INC) + \
+    k = int(p.cost_scale.max()) if p.cost_scale is not None and len(p.cost_scale) else 1
+    zero_inc = p.block_inc + COST_BLOCK_ZERO_INC - COST_BLOCK_INC
+    per_block = k * max(COST_BLOCK_ENTRY_INC, zero_inc) + \
         max(COST_JUMP_UNKNOWN_INC, COST_JUMP_UNKNOWN_FT_INC, COST_JUMP_INC)
     return 2 * (COST_ENTRY_EXTRA + biggest * per_block) + 1
 
@@ -161,10 +177,12 @@ def build_network(p: FlowProblem) -> Network:
     concatenation, no dtype round trip)."""
     B, E, C = p.num_blocks, len(p.edge_src), p.num_components
     w = np.maximum(p.weight.astype(np.int64), 0)
-    inc = np.full(B, COST_BLOCK_INC, np.int64)
-    inc[p.known & (w == 0)] = COST_BLOCK_ZERO_INC
+    inc = np.full(B, p.block_inc, np.int64)
+    inc[p.known & (w == 0)] = p.block_inc + COST_BLOCK_ZERO_INC - COST_BLOCK_INC
     inc[p.entry & p.known] = COST_BLOCK_ENTRY_INC
     inc[~p.known] = COST_BLOCK_UNKNOWN_INC
+    if p.cost_scale is not None:
+        inc[p.known] *= p.cost_scale[p.known]
     fl_all = np.maximum(p.floor.astype(np.int64), 0)
     flo = np.flatnonzero(fl_all > 0)
     w = np.maximum(w - fl_all, 0)  # the floor's units are rewarded by the floor arc
@@ -196,6 +214,8 @@ def build_network(p: FlowProblem) -> Network:
     np.add(tail[lo:hi], 1, out=head[lo:hi])
     cap[lo:hi] = w[rew]
     cost[lo:hi] = -np.where(p.entry[rew], COST_BLOCK_ENTRY_DEC, COST_BLOCK_DEC)
+    if p.cost_scale is not None:
+        cost[lo:hi] *= p.cost_scale[rew]
     lo, hi = next(g)  # block floors (samples prove the block ran)
     np.multiply(flo, 2, out=tail[lo:hi])
     np.add(tail[lo:hi], 1, out=head[lo:hi])
