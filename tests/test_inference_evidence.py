@@ -88,6 +88,56 @@ def test_poisson_interval_is_garwoods(n: int) -> None:
     assert CONFIDENCE == 0.95
 
 
+# ---------------------------------------------------------------------------- ceilings
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1000, 10**7), st.integers(1, 500), st.integers(1, 5000), st.data())
+def test_an_unsampled_latch_is_not_run_round(head_w: int, ceiling: int, entry_w: int,
+                                             data) -> None:  # noqa: ANN001
+    """SQLite's ``sqlite3BtreeTableMoveto`` scan: entry -> head; head -> latch (its
+    fall-through) or -> out; latch -> head.  The head's weight is inflated (a stalled load),
+    the latch has no samples.  Without a ceiling the flow runs round the loop until the
+    head's weight is met; with the latch's ceiling it stays at or under it, and the head
+    keeps what enters it."""
+    # blocks: 0 entry, 1 head, 2 latch, 3 out (exits)
+    src = np.array([0, 1, 1, 2], np.int64)
+    dst = np.array([1, 2, 3, 1], np.int64)
+    ft = np.array([True, True, False, False])
+    w = np.array([entry_w, head_w, 0, entry_w], np.int64)
+    exit_ = np.array([False, False, False, True])
+    entry = np.array([True, False, False, False])
+    solver = data.draw(st.sampled_from(["builtin", "ortools"]))
+
+    def solve(ceil: np.ndarray):  # noqa: ANN202
+        p = FlowProblem(comp=np.zeros(4, np.int64), weight=w, known=np.ones(4, bool),
+                        entry=entry, side_entry=np.zeros(4, bool), exit=exit_,
+                        edge_src=src, edge_dst=dst, edge_ft=ft, ceiling=ceil)
+        try:
+            return infer(p, solver)
+        except ImportError as e:
+            pytest.skip(str(e))
+
+    free = solve(np.full(4, -1, np.int64))
+    capped = solve(np.array([-1, -1, ceiling, -1], np.int64))
+    if head_w > 40 * (entry_w + ceiling):  # inflated well beyond what enters
+        assert free.block_flow[2] > ceiling  # the flaw the ceiling fixes
+    assert capped.block_flow[2] <= ceiling
+    assert capped.block_flow[1] == capped.edge_flow[0] + capped.edge_flow[3]
+
+
+def test_ceilings_bind_only_unsampled_blocks() -> None:
+    """A ceiling is the high end of the interval of an observed block without samples;
+    sampled and unobserved blocks get none (intervals.ceilings)."""
+    from bbmap.inference.intervals import ceilings, observed_bounds
+    from bbmap.inference.weights import SampleEvidence
+
+    ev = SampleEvidence(np.array([0.0, 3.0, 0.0]), np.array([2.0, 2.0, 0.0]),
+                        np.array([True, True, False]))
+    c = ceilings(ev, "precise")
+    hi = observed_bounds(ev, "precise")[1]
+    assert c[0] == math.ceil(hi[0]) and c[1] == -1 and c[2] == -1
+    assert c[0] == math.ceil(WEIGHT_SCALE * poisson_interval(np.array([0.0]))[1][0] / 2)
+
+
 # ----------------------------------------------------------------------------- floors
 @settings(max_examples=150, deadline=None)
 @given(st.integers(2, 6), st.integers(1, 50), st.integers(0, 5000), st.data())
