@@ -15,6 +15,7 @@ from bbmap.cli.profile_args import (
     profile_options,
     split_inputs,
 )
+from bbmap.cli.stale_args import annotate_any, refuse_format, stale_options
 
 FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate", "fdata", "bolt-preagg")
 BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (spec/bolt.md)
@@ -37,9 +38,11 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (
               help="an unreadable profile does not stop the run: it is named with its error "
                    "and the exit code is 1")
 @profile_options
+@stale_options
 @guarded
 def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
                  top: int | None, cluster_version: str, keep_going: bool,
+                 profiled_binary: str | None = None, carry_report: str | None = None,
                  **profile: Any) -> None:
     """Map the samples of PERF_DATA (files or @listfiles, merged) to BINARY's basic blocks.
 
@@ -51,12 +54,12 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
       perf record -e cpu-clock -o perf.data -- ./app
       bbmap annotate perf.data ./app -o blocks.json   # JSON, from the extension
     """
-    from bbmap.aggregate import annotate
     from bbmap.cli.options import format_from_output
 
     fmt = format_from_output(fmt, output, FORMATS, "text")
 
     perf_paths, binary = split_inputs(inputs, "bbmap annotate perf.data ./binary")
+    refuse_format(fmt, profiled_binary)
     progress = _progress_bar() if sys.stderr.isatty() else None
     if fmt == "aggregate":
         try:
@@ -72,9 +75,9 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
     if fmt in BOLT_FORMATS:  # instruction addresses, not inferred block counts
         kwargs.update(address_only=True, inference="off")
     try:
-        result = annotate(perf_paths, binary, **kwargs,
-                          progress=progress.update if progress else None,
-                          keep_going=keep_going)
+        result = annotate_any(perf_paths, binary, profiled_binary, carry_report, **kwargs,
+                              progress=progress.update if progress else None,
+                              keep_going=keep_going)
     finally:
         if progress:
             progress.close()
