@@ -90,7 +90,6 @@ def check_clusters(path: str, binary: Any, profiled: Any | None = None) -> list[
     binary the file was made from) also every ID that names another block now."""
     from bbmap.stale.fingerprint import fingerprint, function_blocks
     from bbmap.stale.match import match_blocks
-    from bbmap.stale.names import match_functions
 
     funcs = parse_clusters(path)
     from bbmap.stale.names import base_name
@@ -131,27 +130,26 @@ def check_clusters(path: str, binary: Any, profiled: Any | None = None) -> list[
     if profiled is None or not where:
         return bad
     mo = profiled.block_map
-    names_o = mo.func_name or []
-    old_by_name = {n: f for f, n in enumerate(names_o) if n}
-    old_funcs = sorted({old_by_name[n] for cf in where.values() for n in cf.names
-                        if n in old_by_name})
-    cache: dict[tuple[str, int], int] = {}
-
-    def content(side: str, f: int) -> int:
-        from bbmap.stale.fingerprint import content_hash
-
-        if (side, f) not in cache:
-            cache[(side, f)] = content_hash(mo if side == "old" else m, f)
-        return cache[(side, f)]
-
-    fmap, _how = match_functions(names_o, m.func_name or [], old_funcs, content)
-    fo = fingerprint(profiled, np.asarray(sorted(fmap), np.int64))
-    fn = fingerprint(binary, np.asarray(sorted(fmap.values()), np.int64))
-    for f_old in old_funcs:
-        g = fmap.get(f_old)
-        cf = where.get(g) if g is not None else None
-        if cf is None:
-            continue
+    old_by_name: dict[str, int] = {}
+    old_by_base: dict[str, list[int]] = {}
+    for f, n in enumerate(mo.func_name or []):
+        if n:
+            old_by_name.setdefault(n, f)
+            old_by_base.setdefault(base_name(n) or n, []).append(f)
+    # each listed function of the binary with the profiled build's function of that name
+    # (or of that name but for the per-module suffix)
+    pairs_f: dict[int, int] = {}
+    for g, cf in where.items():
+        f = next((old_by_name[n] for n in cf.names if n in old_by_name), None)
+        if f is None:
+            alt = {x for n in cf.names for x in old_by_base.get(base_name(n) or n, [])}
+            f = alt.pop() if len(alt) == 1 else None
+        if f is not None:
+            pairs_f[g] = f
+    fo = fingerprint(profiled, np.asarray(sorted(set(pairs_f.values())), np.int64))
+    fn = fingerprint(binary, np.asarray(sorted(pairs_f), np.int64))
+    for g, f_old in sorted(pairs_f.items()):
+        cf = where[g]
         ob, nb = function_blocks(mo, f_old), function_blocks(m, g)
         pairs = match_blocks(ob.tolist(), nb.tolist(), fo, fn, mo.block_size, m.block_size)
         old_of_id = {int(mo.block_id[a]): a for a in ob.tolist()}

@@ -12,8 +12,9 @@ with what changes when unrelated code moves taken out -- a branch or call target
 becomes the name of the function it enters (``L`` for a place in the same function),
 a RIP-relative displacement and any immediate that looks like an address become
 placeholders, nops and a trailing unconditional ``jmp`` are left out (block placement
-adds and removes them).  The three parts are then made the same way: opcodes,
-instructions, and opcodes with the neighbours' (from the recovered CFG).  Every hash
+adds and removes them).  The parts are then made the same way: opcodes, instructions,
+instructions with every register one name (the ``shape``: register allocation changes
+with any edit nearby), and opcodes with the neighbours' (from the recovered CFG).  Every hash
 here is blake2b of text, so it is the same in every process and on every machine.
 """
 
@@ -31,6 +32,8 @@ from bbmap.model import BlockMap
 
 _HEX = re.compile(r"0x[0-9a-f]+")
 _RIP = re.compile(r"rip \+ 0x[0-9a-f]+|rip - 0x[0-9a-f]+")
+_REG = re.compile(r"\b(r[0-9]+[dwb]?|[re]?[abcd]x|[abcd][lh]|[re]?(si|di|sp|bp)|"
+                  r"(si|di|sp|bp)l|[xyz]mm[0-9]+|k[0-7])\b")
 ADDRESS_LIKE = 0x10000  # immediates at least this large are taken for addresses
 _BRANCHES = ("j", "call", "loop")
 
@@ -46,6 +49,7 @@ class Fingerprints:
 
     opcode: np.ndarray  # u8: the block's opcodes (read from the binary)
     instr: np.ndarray  # u8: its instructions, operands normalised
+    shape: np.ndarray  # u8: the same with every register one name (allocation churns)
     neighbor: np.ndarray  # u8: its opcodes with its successors' and predecessors'
     compiler: np.ndarray  # bool: the compiler wrote a hash for the block (bb_hash)
     n_insn: np.ndarray  # i4: instructions read from the binary
@@ -134,8 +138,8 @@ def fingerprint(binary: Any, functions: np.ndarray) -> Fingerprints:
 
     m = binary.block_map
     B = m.num_blocks
-    fp = Fingerprints(np.zeros(B, np.uint64), np.zeros(B, np.uint64), np.zeros(B, np.uint64),
-                      np.zeros(B, bool), np.zeros(B, np.int32), np.zeros(B, np.uint64),
+    u8 = [np.zeros(B, np.uint64) for _ in range(4)]
+    fp = Fingerprints(*u8, np.zeros(B, bool), np.zeros(B, np.int32), np.zeros(B, np.uint64),
                       np.zeros(B, np.uint64), np.zeros(B, np.uint64))
     functions = np.asarray(sorted(set(int(f) for f in functions)), np.int64)
     if not len(functions):
@@ -187,6 +191,7 @@ def fingerprint(binary: Any, functions: np.ndarray) -> Fingerprints:
                 fp.compiler[b] = True
             fp.opcode[b] = _h(" ".join(ops))
             fp.instr[b] = _h("; ".join(ins))
+            fp.shape[b] = _h(_REG.sub("R", "; ".join(ins)))
         for b in blocks.tolist():
             lo_, hi_ = int(cfg.succ_ptr[b]), int(cfg.succ_ptr[b + 1])
             s = cfg.succ_block[lo_:hi_].tolist()

@@ -6,14 +6,16 @@ each side, so no two old blocks pour their samples into one new block):
 1. ``exact``: the function is unchanged -- as many blocks, each with the same
    instructions (and size) in the same order: block i is block i.
 2. ``hash``: the same instructions and the same neighbourhood; the same instructions;
-   the same opcodes and neighbourhood; the same opcodes -- each only where the value is
-   unique on each side (a hash two blocks share says nothing about which is which).
+   the same instructions but for their registers; the same opcodes and neighbourhood;
+   the same opcodes -- each only where the value is unique on each side (a hash two
+   blocks share says nothing about which is which).
 3. ``anchor``: blocks calling the same functions in the same order (calls are the most
    stable thing in a block); the entry block is the entry block; then the CFG
    neighbourhood, repeated until nothing changes: an unmatched successor (predecessor)
    of a matched block is the counterpart's unmatched successor (predecessor) with the
    same opcodes, or the only one on both sides, or the one reached by the same kind of
-   edge (the taken side of a branch, the fall-through) when each kind is there once.
+   edge (the taken side of a branch, the fall-through) when each kind is there once,
+   or the same entry of a jump table of the same length.
 4. ``hash`` (loose): the same opcodes, operands aside, nearest by relative position;
    then the neighbourhood again from what that matched.
 
@@ -28,6 +30,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from bbmap.cfg import S_TABLE
 from bbmap.stale.fingerprint import Fingerprints
 
 EXACT, HASH, ANCHOR, DROPPED = "exact", "hash", "anchor", "dropped"
@@ -79,6 +82,7 @@ def match_blocks(old: Sequence[int], new: Sequence[int], fo: Fingerprints, fn: F
 
     unique(lambda a: (in_o[a], nb_o[a]), lambda b: (in_n[b], nb_n[b]), HASH)
     unique(lambda a: in_o[a], lambda b: in_n[b], HASH)
+    unique(lambda a: fo.shape[a], lambda b: fn.shape[b], HASH)
     unique(lambda a: (op_o[a], nb_o[a]), lambda b: (op_n[b], nb_n[b]), HASH)
     unique(lambda a: op_o[a], lambda b: op_n[b], HASH)
     unique(lambda a: fo.calls.get(a) or None, lambda b: fn.calls.get(b) or None, ANCHOR)
@@ -125,6 +129,11 @@ def _neighbourhood(old: list[int], fo: Fingerprints, fn: Fingerprints,
                         if len(same) == 1 and sum(op_o[z] == op_o[x]
                                                   for z in ao) == 1:
                             pairs.append((x, same[0]))
+                    if not pairs and fwd and len(near_o.get(a, [])) == len(near_n.get(b, [])) \
+                            and all(fo.edge_kind.get((a, x)) == S_TABLE
+                                    for x in near_o.get(a, [])):
+                        pairs = [(x, y) for x, y in zip(near_o[a], near_n[b])
+                                 if x in ao and y in bn]
                     if not pairs:
                         ko = [fo.edge_kind.get((a, x) if fwd else (x, a)) for x in ao]
                         kn = [fn.edge_kind.get((b, y) if fwd else (y, b)) for y in bn]
