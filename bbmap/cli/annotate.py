@@ -17,7 +17,8 @@ from bbmap.cli.profile_args import (
 )
 from bbmap.cli.stale_args import annotate_any, refuse_format, stale_options
 
-FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate", "fdata", "bolt-preagg")
+FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate", "fdata", "bolt-preagg",
+           "match-infer")
 BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (spec/bolt.md)
 
 
@@ -26,8 +27,10 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="text report, JSON/CSV per-block data, Propeller cluster file, lld "
                    "symbol-ordering file, a mergeable Parquet aggregate (needs -o; "
-                   "pip install 'bbmap[fleet]'), BOLT's fdata (as perf2bolt writes it) or "
-                   "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa); default: from -o's "
+                   "pip install 'bbmap[fleet]'), BOLT's fdata (as perf2bolt writes it), "
+                   "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa) or clang 22's "
+                   "match-infer profile (counts and block hashes; spec/stale.md); default: "
+                   "from -o's "
                    "extension (.json, .csv, .parquet, .fdata), else text")
 @output_option()
 @click.option("--top", type=click.IntRange(min=0), default=None, metavar="N",
@@ -131,6 +134,9 @@ def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool, 
     if fmt == "symorder":
         from bbmap.outputs.propeller import render_symorder
         return render_symorder(result)
+    if fmt == "match-infer":
+        from bbmap.cli.stale_args import render_match_infer_for
+        return render_match_infer_for(result)
     import shutil
 
     from bbmap.outputs.text import render_text

@@ -105,3 +105,13 @@ def verify_clusters(binaries: tuple[str, ...], cc_profile: str | None,
         click.echo(f"bbmap: error: {cc_profile}: misplaces the blocks of {names}{more}",
                    err=True)
     sys.exit(EXIT_PROBLEMS if bad else EXIT_OK)
+
+
+def render_match_infer_for(result: Any) -> str:
+    """``--format match-infer``: the profiled build's counts and hashes; carried
+    (``--profiled-binary``), under the new build's function names."""
+    from bbmap.outputs.propeller_hashed import render_match_infer
+
+    if result.carried is not None:
+        return result.carried.match_infer_profile()
+    return render_match_infer(result)

@@ -72,6 +72,23 @@ class CarryReport:
     functions: list[FunctionCarry] = field(default_factory=list)
     threshold: float = MIN_CARRIED
     forced: bool = False
+    # the profiled build's result and binary, and each matched old function's name in the
+    # new build (what the match-infer profile is written from)
+    old_result: Any = None
+    old_bin: Any = None  # a bbmap.binary.Binary
+    renames: dict[int, str] = field(default_factory=dict)
+
+    def match_infer_profile(self) -> str:
+        """clang 22's match-infer profile of the profiled build (its counts by its block
+        IDs and hashes) under the new build's function names: bbmap matches the
+        functions (their per-module suffixes change), the compiler the blocks."""
+        from bbmap.aggregate.api import apply_inference
+        from bbmap.outputs.propeller_hashed import render_match_infer
+
+        r = self.old_result
+        if not r.has_counts:
+            apply_inference(r, self.old_bin, "on")
+        return render_match_infer(r, names=self.renames)
 
     @property
     def samples(self) -> int:
@@ -160,7 +177,9 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     unknown = np.zeros(B, bool)
     bmap = np.full(mo.num_blocks, -1, np.int64)
     bkind: dict[int, str] = {}
-    report = CarryReport(old_bin.path, new_bin.path, threshold=threshold)
+    report = CarryReport(old_bin.path, new_bin.path, threshold=threshold,
+                         old_result=old_res, old_bin=old_bin,
+                         renames={f: names_n[g] for f, g in fmap.items() if names_n[g]})
     per_func: dict[int, FunctionCarry] = {}
     for f in sampled.tolist():
         ob = function_blocks(mo, f)
@@ -212,6 +231,7 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
             f"only {100 * report.carried_share:.1f}% of the profile's block samples carried "
             f"from {old_bin.path} to {new_bin.path} (at least {100 * threshold:.0f}% needed; "
             "--force keeps the result)", severity="error"))
+    res.carried = report
     apply_inference(res, new_bin, inference, solver=solver, disasm_cache=disasm_cache,
                     sample_model=sample_model, unknown=unknown if unknown.any() else None)
     if res.count_source == "inferred":
