@@ -112,6 +112,7 @@ def render_match_infer_for(result: Any) -> str:
     (``--profiled-binary``), under the new build's function names."""
     from bbmap.outputs.propeller_hashed import render_match_infer
 
-    if result.carried is not None:
-        return result.carried.match_infer_profile()
+    rep = result.carried
+    if rep is not None:  # bbmap matches the functions (suffixes change), clang the blocks
+        return render_match_infer(rep.profiled_counts(), names=rep.renames)
     return render_match_infer(result)

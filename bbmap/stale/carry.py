@@ -78,17 +78,15 @@ class CarryReport:
     old_bin: Any = None  # a bbmap.binary.Binary
     renames: dict[int, str] = field(default_factory=dict)
 
-    def match_infer_profile(self) -> str:
-        """clang 22's match-infer profile of the profiled build (its counts by its block
-        IDs and hashes) under the new build's function names: bbmap matches the
-        functions (their per-module suffixes change), the compiler the blocks."""
+    def profiled_counts(self) -> AnnotateResult:
+        """The profiled build's result with counts (inferred here if it had none): what
+        clang 22's match-infer profile is written from, under ``renames``."""
         from bbmap.aggregate.api import apply_inference
-        from bbmap.outputs.propeller_hashed import render_match_infer
 
         r = self.old_result
         if not r.has_counts:
             apply_inference(r, self.old_bin, "on")
-        return render_match_infer(r, names=self.renames)
+        return r
 
     @property
     def samples(self) -> int:
