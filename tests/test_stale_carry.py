@@ -18,7 +18,7 @@ from bbmap.aggregate.api import apply_inference
 from bbmap.binary import load_binary
 from bbmap.stale.carry import carry
 from bbmap.stale.fingerprint import function_blocks
-from bbmap.stale.names import base_name, match_functions
+from bbmap.stale.names import bare_name, base_name, match_functions
 from tests.helpers import CORPUS
 
 STALE = CORPUS / "stale"
@@ -195,3 +195,15 @@ def test_functions_matched_through_suffixes_and_contents() -> None:
     assert how == {0: "name", 1: "suffix", 2: "suffix", 3: "content", 4: "suffix",
                    5: "suffix"}
     assert base_name("x.__uniq.12.llvm.34") == "x"
+
+
+def test_functions_matched_through_renamed_parameter_types() -> None:
+    """zstd 1.5.7 renamed ZSTD_matchState_t to ZSTD_MatchState_t: every static function
+    taking one got another mangled name under -funique-internal-linkage-names."""
+    old = ["_ZL23ZSTD_compressBlock_opt0P17ZSTD_matchState_tPKv.__uniq.1", "_ZL1fi"]
+    new = ["_ZL1fj", "_ZL23ZSTD_compressBlock_opt0P17ZSTD_MatchState_tPKv.__uniq.1"]
+    got, how = match_functions(old, new, range(2), lambda s, f: 0)
+    assert got == {0: 1, 1: 0}
+    assert how == {0: "signature", 1: "signature"}
+    assert bare_name(old[0]) == "ZSTD_compressBlock_opt0"
+    assert bare_name("main") == "main"

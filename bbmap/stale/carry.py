@@ -23,9 +23,11 @@ from bbmap.aggregate.result import AnnotateResult
 from bbmap.errors import Diagnostic
 from bbmap.stale.fingerprint import (
     block_starts,
+    code_reader,
     content_hash,
     fingerprint,
     function_blocks,
+    same_code,
 )
 from bbmap.stale.match import ANCHOR, DROPPED, EXACT, HASH, match_blocks
 from bbmap.stale.names import match_functions
@@ -167,8 +169,13 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     names_o = mo.func_name or [None] * mo.num_functions
     names_n = mn.func_name or [None] * mn.num_functions
     fmap, how = match_functions(names_o, names_n, sampled.tolist(), content)
-    fo = fingerprint(old_bin, np.asarray(sorted(fmap), np.int64))
-    fnp = fingerprint(new_bin, np.asarray(sorted(fmap.values()), np.int64))
+    # unchanged functions (the same blocks and bytes) are matched block for block without
+    # disassembly: in a rebuild most are, and fingerprinting is the cost of a carry
+    co, cn = code_reader(old_bin), code_reader(new_bin)
+    same = {f for f, g in fmap.items() if same_code(old_bin, new_bin, f, g, co, cn)}
+    fo = fingerprint(old_bin, np.asarray(sorted(set(fmap) - same), np.int64))
+    fnp = fingerprint(new_bin, np.asarray(sorted(fmap[f] for f in set(fmap) - same),
+                                          np.int64))
     B = mn.num_blocks
     bs_n = np.zeros(B, np.int64)
     bp_n = np.zeros(B, np.uint64)
@@ -192,7 +199,11 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
             continue
         nb = function_blocks(mn, g)
         fc.new_name, fc.found_by, fc.blocks_new = names_n[g], how[f], len(nb)
-        pairs = match_blocks(ob.tolist(), nb.tolist(), fo, fnp, mo.block_size, mn.block_size)
+        if f in same:
+            pairs = {a: (b, EXACT) for a, b in zip(ob.tolist(), nb.tolist())}
+        else:
+            pairs = match_blocks(ob.tolist(), nb.tolist(), fo, fnp, mo.block_size,
+                                 mn.block_size)
         hit = np.zeros(len(nb), bool)
         for a, (b, kind) in pairs.items():
             bmap[a] = b

@@ -93,6 +93,42 @@ def content_hash(m: BlockMap, f: int) -> int:
     return _h(b"|".join(parts).hex()) if len(b) else 0
 
 
+def same_code(old: Any, new: Any, f: int, g: int, code_old: Any = None,
+              code_new: Any = None) -> bool:
+    """Function ``f`` of ``old`` and ``g`` of ``new`` are the same code without
+    disassembling either: the same blocks (sizes, flags) and the same bytes, range by
+    range.  Relative branch and call displacements are in the bytes, so code that moved
+    as a whole with what it reaches compares equal; anything else is left to the
+    fingerprints."""
+    mo, mn = old.block_map, new.block_map
+    bo, bn = function_blocks(mo, f), function_blocks(mn, g)
+    if len(bo) != len(bn) or not len(bo) or \
+            not np.array_equal(mo.block_size[bo], mn.block_size[bn]) or \
+            not np.array_equal(mo.block_md[bo], mn.block_md[bn]) or \
+            not np.array_equal(mo.block_offset[bo], mn.block_offset[bn]):
+        return False
+    ro = range(int(mo.func_range_ptr[f]), int(mo.func_range_ptr[f + 1]))
+    rn = range(int(mn.func_range_ptr[g]), int(mn.func_range_ptr[g + 1]))
+    if len(ro) != len(rn):
+        return False
+    co = code_old if code_old is not None else _Code(old)
+    cn = code_new if code_new is not None else _Code(new)
+    for a, b in zip(ro, rn):
+        lo, hi = int(mo.range_block_ptr[a]), int(mo.range_block_ptr[a + 1])
+        if hi <= lo:
+            continue
+        end = int((mo.block_offset[lo:hi] + mo.block_size[lo:hi]).max())
+        x = co.read(int(mo.range_base[a]), end)
+        if not x or x != cn.read(int(mn.range_base[b]), end):
+            return False
+    return True
+
+
+def code_reader(binary: Any) -> Any:
+    """The reader :func:`same_code` takes, made once per binary."""
+    return _Code(binary)
+
+
 class _Code:
     """The binary's bytes at a virtual address, and the function a target address enters."""
 
