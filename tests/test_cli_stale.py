@@ -106,3 +106,14 @@ def test_help_names_the_options() -> None:
         assert "--profiled-binary" in r.output and "--carry-report" in r.output
     r = CliRunner().invoke(main, ["verify", "--help"])
     assert "--cc-profile" in r.output
+
+
+def test_carried_outputs_are_byte_identical_across_runs(tmp_path) -> None:  # noqa: ANN001
+    outs = []
+    for i in range(2):
+        d, c = tmp_path / f"d{i}.json", tmp_path / f"c{i}.json"
+        code, out = cli("annotate", PERF, NEW, "--profiled-binary", OLD, "-o", str(d),
+                        "--carry-report", str(c))
+        assert code == 0, out
+        outs.append((d.read_bytes(), c.read_bytes()))
+    assert outs[0] == outs[1]
