@@ -587,14 +587,16 @@ SAMPLE_MODEL_CHOICES = ("auto", "precise", "time", "insn")
 
 def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: ANN001
                     *, solver: str = "auto", disasm_cache: bool = False,
-                    sample_model: str = "auto") -> AnnotateResult:
+                    sample_model: str = "auto", unknown: np.ndarray | None = None
+                    ) -> AnnotateResult:
     """Fill ``block_count`` and the edge columns with counts inferred from the IP samples
     (``count_source = "inferred"``) when ``mode`` is ``on``, or ``auto`` and the result
     has no LBR counts.  Derived data: call it on merged raw counts, never store its output
     as raw counts.  ``binary`` is the :class:`~bbmap.binary.Binary` the result maps to.
     ``disasm_cache``: use the on-disk disassembly cache (unless ``BBMAP_NO_CACHE``).
     ``sample_model``: ``auto`` (what the samples' event calls for,
-    :mod:`bbmap.inference.events`) or one of ``SAMPLE_MODEL_CHOICES``."""
+    :mod:`bbmap.inference.events`) or one of ``SAMPLE_MODEL_CHOICES``.  ``unknown``: blocks
+    whose zero samples are no evidence (:func:`bbmap.inference.counts.infer_counts`)."""
     if mode not in INFERENCE_MODES:
         raise BBMapError(f"--inference must be one of {', '.join(INFERENCE_MODES)}, "
                          f"not {mode!r}")
@@ -639,7 +641,8 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     em = profile_model(sample_events(res))
     if sample_model != "auto":
         em = EventModel(em.event, sample_model, em.precise, "chosen with --sample-model")
-    inf = infer_counts(cfg, res.block_samples, solver=solver, ip=ip, model=em.model)
+    inf = infer_counts(cfg, res.block_samples, solver=solver, ip=ip, model=em.model,
+                       unknown=unknown)
     used = inf.quality.sample_model
     res.block_count = inf.block_count
     cf, ct, cc, clo, chi = _inferred_calls(cfg, inf.block_count, inf.block_low,

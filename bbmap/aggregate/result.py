@@ -8,6 +8,7 @@ nothing to say), but list *all* blocks of those functions so layout tools see ev
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -100,6 +101,8 @@ class AnnotateResult:
     # about this machine, not the inputs (a damaged disassembly cache): said on stderr by
     # the CLI, never written into a report (outputs depend on the inputs only)
     notices: list[str] = field(default_factory=list)
+    # carried from a profile of another build (bbmap.stale.carry.CarryReport), else None
+    carried: Any = None
 
     @property
     def has_counts(self) -> bool:

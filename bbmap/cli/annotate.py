@@ -15,8 +15,10 @@ from bbmap.cli.profile_args import (
     profile_options,
     split_inputs,
 )
+from bbmap.cli.stale_args import annotate_any, refuse_format, stale_options
 
-FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate", "fdata", "bolt-preagg")
+FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate", "fdata", "bolt-preagg",
+           "match-infer")
 BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (spec/bolt.md)
 
 
@@ -25,8 +27,10 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="text report, JSON/CSV per-block data, Propeller cluster file, lld "
                    "symbol-ordering file, a mergeable Parquet aggregate (needs -o; "
-                   "pip install 'bbmap[fleet]'), BOLT's fdata (as perf2bolt writes it) or "
-                   "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa); default: from -o's "
+                   "pip install 'bbmap[fleet]'), BOLT's fdata (as perf2bolt writes it), "
+                   "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa) or clang 22's "
+                   "match-infer profile (counts and block hashes; spec/stale.md); default: "
+                   "from -o's "
                    "extension (.json, .csv, .parquet, .fdata), else text")
 @output_option()
 @click.option("--top", type=click.IntRange(min=0), default=None, metavar="N",
@@ -37,9 +41,11 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (
               help="an unreadable profile does not stop the run: it is named with its error "
                    "and the exit code is 1")
 @profile_options
+@stale_options
 @guarded
 def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
                  top: int | None, cluster_version: str, keep_going: bool,
+                 profiled_binary: str | None = None, carry_report: str | None = None,
                  **profile: Any) -> None:
     """Map the samples of PERF_DATA (files or @listfiles, merged) to BINARY's basic blocks.
 
@@ -51,12 +57,12 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
       perf record -e cpu-clock -o perf.data -- ./app
       bbmap annotate perf.data ./app -o blocks.json   # JSON, from the extension
     """
-    from bbmap.aggregate import annotate
     from bbmap.cli.options import format_from_output
 
     fmt = format_from_output(fmt, output, FORMATS, "text")
 
     perf_paths, binary = split_inputs(inputs, "bbmap annotate perf.data ./binary")
+    refuse_format(fmt, profiled_binary)
     progress = _progress_bar() if sys.stderr.isatty() else None
     if fmt == "aggregate":
         try:
@@ -72,9 +78,9 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
     if fmt in BOLT_FORMATS:  # instruction addresses, not inferred block counts
         kwargs.update(address_only=True, inference="off")
     try:
-        result = annotate(perf_paths, binary, **kwargs,
-                          progress=progress.update if progress else None,
-                          keep_going=keep_going)
+        result = annotate_any(perf_paths, binary, profiled_binary, carry_report, **kwargs,
+                              progress=progress.update if progress else None,
+                              keep_going=keep_going)
     finally:
         if progress:
             progress.close()
@@ -128,6 +134,9 @@ def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool, 
     if fmt == "symorder":
         from bbmap.outputs.propeller import render_symorder
         return render_symorder(result)
+    if fmt == "match-infer":
+        from bbmap.cli.stale_args import render_match_infer_for
+        return render_match_infer_for(result)
     import shutil
 
     from bbmap.outputs.text import render_text

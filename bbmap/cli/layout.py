@@ -14,6 +14,7 @@ from bbmap.cli.profile_args import (
     profile_options,
     split_inputs,
 )
+from bbmap.cli.stale_args import annotate_any, stale_options
 from bbmap.errors import UsageError
 
 
@@ -45,10 +46,12 @@ from bbmap.errors import UsageError
               help="the report as JSON; default with -o NAME.json")
 @output_option()
 @profile_options
+@stale_options
 @guarded
 def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str | None,
                params: str, cluster_version: str, verbose: bool, layout_only: bool,
                split_only: bool, function_order: str, as_json: bool, output: str | None,
+               profiled_binary: str | None = None, carry_report: str | None = None,
                **profile: Any) -> None:
     """Lay out BINARY's hot code from the branch profile in PERF_DATA (files or
     @listfiles, merged): Ext-TSP block order, hot/cold splitting, call-chain function
@@ -63,7 +66,6 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     from bbmap.cli.options import json_from_output
 
     as_json = json_from_output(as_json, output)
-    from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
     from bbmap.layout.plan import plan_layout
     from bbmap.outputs.propeller import (
@@ -78,7 +80,8 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
                          "without splitting, the other splits without reordering)")
     perf_paths, binary = split_inputs(inputs, "bbmap layout perf.data ./binary "
                                                       "--cc-profile cc.txt --ld-profile ld.txt")
-    result = annotate(perf_paths, binary, **annotate_kwargs(**profile))
+    result = annotate_any(perf_paths, binary, profiled_binary, carry_report,
+                          **annotate_kwargs(**profile))
     mode = "layout-only" if layout_only else "split-only" if split_only else "split"
     plan = plan_layout(result, params=params, mode=mode, function_order=function_order)
     if result.status == "refused":  # does not fit the binary: nothing written

@@ -132,13 +132,16 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                  model: str | None = None, functions: np.ndarray | None = None,
                  edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                  weights: tuple[np.ndarray, np.ndarray] | None = None,
-                 ip: tuple[np.ndarray, np.ndarray] | None = None) -> Inferred:
+                 ip: tuple[np.ndarray, np.ndarray] | None = None,
+                 unknown: np.ndarray | None = None) -> Inferred:
     """Infer counts for every block-map function with samples in its blocks (or the
     ``functions`` given).  ``ip`` is the IP histogram (ELF vaddrs, samples at each) of the
     same samples: with it the sample model is ``model`` (``precise`` or ``time``, what the
     event calls for: :func:`bbmap.inference.events.profile_model`; default ``time``),
     without it ``insn``.  ``edge_counts`` (from, to, count; global blocks) adds observed
-    edge weights, e.g. sparse LBR, in the same weight units.
+    edge weights, e.g. sparse LBR, in the same weight units.  ``unknown`` (bool per block)
+    marks blocks the samples say nothing about (a block of a new build no block of the
+    profiled build matched, bbmap.stale): their zero is no evidence, the flow decides.
 
     Then call sites.  A function is entered as often as its call sites run: every
     inferred function with direct calls (or unconditional tail calls) from blocks that
@@ -150,7 +153,7 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     when such call sites enter it (it ran), and its own callees after it, to
     ``CALL_DEPTH`` calls from a sampled function; with ``functions`` given, only those."""
     kw = {"solver": solver, "model": model, "edge_counts": edge_counts, "weights": weights,
-          "ip": ip}
+          "ip": ip, "unknown": unknown}
     out = _infer(cfg, block_samples, functions=functions, **kw)
     solved = np.zeros(cfg.block_map.num_functions, bool)
     solved[cfg.block_func[np.flatnonzero(out.block_count > 0)]] = True
@@ -237,8 +240,8 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
            edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
            weights: tuple[np.ndarray, np.ndarray] | None = None,
            ip: tuple[np.ndarray, np.ndarray] | None = None,
-           entry_evidence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-           ) -> Inferred:
+           entry_evidence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+           unknown: np.ndarray | None = None) -> Inferred:
     """One pass of :func:`infer_counts`; ``entry_evidence``: (functions, entry weight,
     entry floor) from their call sites."""
     t0 = time.perf_counter()
@@ -289,6 +292,8 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
         ev_all = block_evidence(samples, cfg, SAMPLE_MODEL)
     else:
         w_all, known_all = ev_all.weight, ev_all.known
+    if unknown is not None:
+        known_all = known_all & ~unknown
     w, known = w_all[blocks], known_all[blocks]
     ev = SampleEvidence(ev_all.samples[blocks], ev_all.units[blocks], known)
     first = np.zeros(len(blocks), bool)
