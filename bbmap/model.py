@@ -128,6 +128,13 @@ class BlockMap:
         r = self.block_range(b)
         return self.range_base[r] + self.block_offset[b]
 
+    def block_starts(self) -> np.ndarray:
+        """Every block's absolute start address (u8, in block order): the one formula,
+        range base plus the block's offset, for all blocks at once."""
+        rng = np.repeat(np.arange(self.num_ranges, dtype=np.int64),
+                        np.diff(self.range_block_ptr))
+        return (self.range_base[rng] + self.block_offset).astype(np.uint64)
+
     def block_range(self, b: np.ndarray | int) -> np.ndarray | int:
         return np.searchsorted(self.range_block_ptr, b, side="right") - 1
 

@@ -258,6 +258,21 @@ class Binary:
     def address_size(self) -> int:
         return 8 if self.elfclass == 64 else 4
 
+    @property
+    def data(self) -> mmap.mmap:
+        """The whole file, mapped read-only (valid until :meth:`close`): slice it, or
+        wrap it in a ``memoryview``, to read bytes without copying the file."""
+        return self._mm
+
+    def read(self, offset: int, size: int) -> bytes:
+        """``size`` bytes of the file from ``offset`` (fewer past its end)."""
+        return bytes(self._mm[offset:offset + size])
+
+    def code_sections(self) -> list[SectionInfo]:
+        """The executable sections with contents in the file (``SectionInfo.is_code``), in
+        header order: every section a disassembler sweeps."""
+        return [s for s in self.sections if s.is_code]
+
     def _section_headers(self):
         """(header, name) per section, without building pyelftools Section objects
         (which parse whole GNU hash tables eagerly: 0.1 s on a 100k-symbol DSO)."""

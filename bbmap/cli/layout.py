@@ -9,12 +9,13 @@ import click
 from bbmap.cli import guarded, main
 from bbmap.cli.options import OutputFile, output_option, write_output
 from bbmap.cli.profile_args import (
-    annotate_kwargs,
     exit_if_failed,
     profile_options,
+    run_options,
     split_inputs,
 )
 from bbmap.errors import UsageError
+from bbmap.options import Status
 
 
 @main.command("layout",
@@ -63,7 +64,6 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     from bbmap.cli.options import json_from_output
 
     as_json = json_from_output(as_json, output)
-    from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
     from bbmap.layout.plan import plan_layout
     from bbmap.outputs.propeller import (
@@ -72,16 +72,17 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
         render_report,
         render_report_json,
     )
+    from bbmap.run import annotate
 
     if layout_only and split_only:
         raise UsageError("--layout-only and --split-only exclude each other (one reorders "
                          "without splitting, the other splits without reordering)")
     perf_paths, binary = split_inputs(inputs, "bbmap layout perf.data ./binary "
                                                       "--cc-profile cc.txt --ld-profile ld.txt")
-    result = annotate(perf_paths, binary, **annotate_kwargs(**profile))
+    result = annotate(perf_paths, binary, options=run_options(**profile))
     mode = "layout-only" if layout_only else "split-only" if split_only else "split"
     plan = plan_layout(result, params=params, mode=mode, function_order=function_order)
-    if result.status == "refused":  # does not fit the binary: nothing written
+    if result.status == Status.REFUSED:  # does not fit the binary: nothing written
         exit_if_failed(result)
     if cc_profile:  # (a run that maps nothing exits 1: no existing file is replaced)
         write_atomic(cc_profile, render_cc_profile(plan, version=int(cluster_version),

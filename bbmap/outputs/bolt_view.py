@@ -57,7 +57,6 @@ from bbmap.formats.elf import (
     RELOC_TYPES,
     SHN_LORESERVE,
     SHN_UNDEF,
-    SHT_NOBITS,
     STB_LOCAL,
     STT_FUNC,
     STT_GNU_IFUNC,
@@ -105,10 +104,9 @@ class BoltView:
 
     def __init__(self, binary: Any) -> None:
         self.binary = binary
-        self._data = getattr(binary, "_mm", None)
         self._last_read: Any = None  # the section the last _read found its bytes in
         self.code_sections = [s for s in binary.sections
-                              if s.is_exec and s.sh_size and s.sh_type != SHT_NOBITS]
+                              if s.is_code and s.sh_size]
         starts, sizes, names, kinds = [], [], [], []
         self._raw: dict[int, str] = {}  # symbol functions: address -> symbol name
         self._symbols(starts, sizes, names, kinds)
@@ -272,18 +270,12 @@ class BoltView:
     def _read(self, addr: int, n: int) -> bytes:
         s = self._last_read  # functions come in address order: mostly the same section
         if s is not None and s.sh_addr <= addr and addr + n <= s.sh_addr + s.sh_size:
-            off = s.sh_offset + addr - s.sh_addr
-            if self._data is not None:
-                return bytes(self._data[off:off + n])
-            return self.binary.section_data(s.index)[addr - s.sh_addr:addr - s.sh_addr + n]
+            return self.binary.read(s.sh_offset + addr - s.sh_addr, n)
         for s in self.binary.sections:
-            if s.sh_type != SHT_NOBITS and s.sh_addr and s.sh_addr <= addr and \
+            if s.has_contents and s.sh_addr and s.sh_addr <= addr and \
                     addr + n <= s.sh_addr + s.sh_size:
                 self._last_read = s
-                off = s.sh_offset + addr - s.sh_addr
-                if self._data is not None:
-                    return bytes(self._data[off:off + n])
-                return self.binary.section_data(s.index)[addr - s.sh_addr:addr - s.sh_addr + n]
+                return self.binary.read(s.sh_offset + addr - s.sh_addr, n)
         return b""
 
     # ----------------------------------------------------------------- lookup

@@ -6,7 +6,7 @@ functions are laid out from columns (:mod:`bbmap.outputs.columnar`): one table o
 block rows, one of range rows, one of edge rows and one of the headers' numbers for all
 reported functions, cut per function at the row offsets the writer returns and joined
 with the names (JSON-encoded in one go when they are plain).  The bytes equal what a
-dict per block through the C JSON encoder gave (``bbmap/testing/render_oracle.py`` keeps
+dict per block through the C JSON encoder gave (``tests/oracles/render_oracle.py`` keeps
 that renderer; ``tests/test_outputs_render_oracle.py`` compares them on the corpus).
 """
 
