@@ -158,7 +158,6 @@ class Session:
         b = load_binary(binary, debug_dirs=debug_dirs, demangle=demangle)
         b.refuse_relocatable()
         self.b = b
-        self._dis = None  # the disassembler, made when a phase first needs it
         if address_only:
             # BOLT's formats only: no block map, function table or index is needed (the
             # addresses are resolved through the mappings alone), so none is built
@@ -187,13 +186,9 @@ class Session:
                    addresses_optional=optional)
 
     def disassembler(self) -> Any:  # a bbmap.binary.disasm.Disassembler
-        """The one disassembler of this binary the fit and inference phases share
-        (capstone is loaded and configured once a run)."""
-        if self._dis is None:
-            from bbmap.binary.disasm import Disassembler
-
-            self._dis = Disassembler(self.b.machine, int(self.b.elfclass))
-        return self._dis
+        """The one disassembler of this binary the fit, infer and render phases share
+        (``Binary.disassembler``: capstone loaded and configured once a run)."""
+        return self.b.disassembler()
 
     def fresh(self) -> Session:
         """An empty session sharing this one's binary, index and tables."""
@@ -205,7 +200,6 @@ class Session:
         s.addresses_optional = self.addresses_optional
         s.records = []
         s.binary_path, s.b, s.index = self.binary_path, self.b, self.index
-        s._dis = self._dis
         s.ann = self.ann.fresh()
         s._binary_sha256 = self._binary_sha256
         return s
@@ -365,7 +359,7 @@ class Session:
             warnings.extend(r.warnings)
             quirk_batches += r.quirk_batches
             quirk = r.quirk_evidence or quirk
-        resolve(evidence.profiled, self.binary_path, self.debug_dirs)
+        resolve(evidence.profiled, self.binary_path, self.debug_dirs, loaded=self.b)
         evidence.profiles = [r.info.path for r in records]
         ann = self.ann
         if quirk_batches and quirk is not None:

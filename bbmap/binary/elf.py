@@ -142,6 +142,7 @@ class Binary:
         self.decoder = decoder
         self.debug_dirs = tuple(debug_dirs)
         self.diagnostics = Diagnostics()
+        self._disassembler = None  # disassembler(): made on first use
         try:
             self._fh = open(self.path, "rb")  # noqa: SIM115 - lives as long as the object
         except OSError as e:
@@ -267,6 +268,15 @@ class Binary:
     def read(self, offset: int, size: int) -> bytes:
         """``size`` bytes of the file from ``offset`` (fewer past its end)."""
         return bytes(self._mm[offset:offset + size])
+
+    def disassembler(self):  # noqa: ANN201 - a bbmap.binary.disasm.Disassembler
+        """The one disassembler of this binary (made on first use; capstone is loaded and
+        configured once however many phases read the code: fit, CFG, BOLT's tables)."""
+        if self._disassembler is None:
+            from bbmap.binary.disasm import Disassembler
+
+            self._disassembler = Disassembler(self.machine, int(self.elfclass))
+        return self._disassembler
 
     def code_sections(self) -> list[SectionInfo]:
         """The executable sections with contents in the file (``SectionInfo.is_code``), in

@@ -224,7 +224,6 @@ class BoltView:
 
     def _plt(self, starts: list, sizes: list, names: list, kinds: list) -> None:
         slots = got_slot_names(self.binary)
-        from bbmap.binary.disasm import Disassembler
 
         dis = None
         for s in self.code_sections:
@@ -235,7 +234,7 @@ class BoltView:
                 import capstone
 
                 dis = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64
-                                  if Disassembler(self.binary.machine).bits == 64
+                                  if self.binary.disassembler().bits == 64
                                   else capstone.CS_MODE_32)
             code = self._read(s.sh_addr, s.sh_size)
             named = False
@@ -297,14 +296,13 @@ class BoltView:
     # ----------------------------------------------------------------- blocks
     def blocks(self, funcs: np.ndarray) -> BoltBlocks:
         """BOLT's blocks of ``funcs`` (added to those built before)."""
-        from bbmap.binary.disasm import Disassembler
 
         have = self._blocks.decoded if self._blocks is not None else set()
         want = [f for f in sorted_unique(funcs[funcs >= 0]).tolist()
                 if f not in have and self.kind[f] in (K_SYMBOL, K_FDE)]
         if not want:
             return self._blocks if self._blocks is not None else _empty_blocks()
-        dis = Disassembler(self.binary.machine, int(getattr(self.binary, "elfclass", 64)))
+        dis = self.binary.disassembler()
         decoded = [dis.decode(self._read(s, n), s) for s, n in
                    zip(self.start[want].tolist(), self.size[want].tolist())]
         # one set of columns; an instruction running past its function's end is dropped
