@@ -47,11 +47,8 @@ from bbmap.binary.disasm import (
     code_table,
     sweep_ranges,
 )
-from bbmap.model import (
-    MD_CAN_FALL_THROUGH,
-    MD_HAS_TAIL_CALL,
-    BlockMap,
-)
+from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_TAIL_CALL
+from bbmap.model import BlockMap
 
 # ---- successor kinds (``CFG.succ_kind``)
 S_FALLTHROUGH = 0  # the next block in layout: no branch, or the not-taken side of a jcc

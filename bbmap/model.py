@@ -21,17 +21,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-
-# The format's bits (FEAT_*, MD_*, FEATURE_NAMES, MD_NAMES, the section types) are declared in
-# bbmap.formats.bbaddrmap; round-1 code imported them from here, and still can.
-def __getattr__(name: str):  # noqa: ANN202
-    if name.startswith(("FEAT_", "MD_", "SHT_LLVM_")) or name in ("FEATURE_NAMES", "MD_NAMES"):
-        from bbmap.formats import bbaddrmap
-
-        return getattr(bbaddrmap, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # Where a function's map came from (``BlockMap.func_version`` for non-section sources).
 VERSION_LABEL_SYMBOLS = -1  # LLVM 11 unary ``a.BB.foo`` symbols
 VERSION_BB_INFO = -2  # the 2020 ``.bb_info`` proposal (seed 004)

@@ -25,7 +25,7 @@ from bbmap.cfg import (
     T_TABLE,
     recover_cfg,
 )
-from bbmap.model import FEAT_BR_PROB
+from bbmap.formats.bbaddrmap import FEAT_BR_PROB
 
 
 def _linked(pred=lambda b: True) -> list:

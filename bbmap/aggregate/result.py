@@ -129,12 +129,6 @@ class AnnotateResult:
         md = int(self.block_map.block_md[b])
         return [n for n, bit in MD_NAMES.items() if md & bit]
 
-    def edge_endpoint(self, b: int, own_key: int) -> int | str:
-        """A block ID inside the function, ``name:id`` in another one."""
-        k = int(self._block_key[b])
-        bid = int(self.block_map.block_id[b])
-        return bid if k == own_key else f"{self.functions.names[k]}:{bid}"
-
     @property
     def _block_key(self) -> np.ndarray:
         if not hasattr(self, "_bk"):

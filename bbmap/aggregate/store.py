@@ -181,7 +181,7 @@ class Aggregate:
     dso_samples: dict[str, int]
     dso_branches: dict[str, int]
     profiles: list[ProfileRecord]
-    # instruction-address traces and IP histogram (BOLT's formats, issue 14), or None when
+    # instruction-address traces and IP histogram (BOLT's formats, spec/bolt.md), or None when
     # not collected; additive (AddressProfile.merge sums equal keys, keys sorted)
     addresses: AddressProfile | None = None
     # the file's readable columns (names, block IDs, addresses): from the binary, for the

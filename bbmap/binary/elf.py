@@ -81,7 +81,7 @@ DEFAULT_DEBUG_DIRS = ("/usr/lib/debug",)
 DEBUGLINK_SECTION = ".gnu_debuglink"
 
 # How large a compressed section may declare itself once inflated (spec/binary.md,
-# "Bounded memory"; issue 18).  Decoding a block map costs ~10x its inflated size (a token
+# "Bounded memory").  Decoding a block map costs ~10x its inflated size (a token
 # index and value per byte), so the declared size is what bounds memory:
 MAX_SECTION_SIZE = 1 << 30  # never more than 1 GiB ...
 MAX_INFLATE_RATIO = 32  # ... nor 32x the compressed bytes: real maps deflate 2x (sqlite),

@@ -78,7 +78,7 @@ def report_cmd(inputs: tuple[str, ...], output: str, pictures: int, params: str,
 def has_pgo_map(result: Any) -> bool:
     """Does the block map carry any PGO analysis (entry counts, frequencies, branch
     probabilities)?"""
-    from bbmap.model import FEAT_BB_FREQ, FEAT_BR_PROB, FEAT_FUNC_ENTRY_COUNT
+    from bbmap.formats.bbaddrmap import FEAT_BB_FREQ, FEAT_BR_PROB, FEAT_FUNC_ENTRY_COUNT
 
     m = result.block_map
     pgo = FEAT_BB_FREQ | FEAT_BR_PROB | FEAT_FUNC_ENTRY_COUNT

@@ -233,7 +233,7 @@ def judge_profile(measured: Any, *, binary: str = "", profiles: Iterable[str] = 
         if getattr(d, "severity", "") == "error":
             rep.errors.append(str(d))
     m = measured.block_map
-    from bbmap.model import FEAT_BB_FREQ, FEAT_BR_PROB, FEAT_FUNC_ENTRY_COUNT
+    from bbmap.formats.bbaddrmap import FEAT_BB_FREQ, FEAT_BR_PROB, FEAT_FUNC_ENTRY_COUNT
 
     pgo = FEAT_BB_FREQ | FEAT_BR_PROB | FEAT_FUNC_ENTRY_COUNT
     if not m.num_functions or not (m.func_feature & pgo).any():

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bbmap.cfg import CFG, T_INDIRECT, T_TABLE
-from bbmap.model import MD_HAS_INDIRECT_BRANCH, BlockMap
+from bbmap.formats.bbaddrmap import MD_HAS_INDIRECT_BRANCH
+from bbmap.model import BlockMap
 
 
 @dataclass
@@ -28,7 +29,7 @@ class OracleReport:
 def compare_with_pgo_map(cfg: CFG, names: list[str | None] | None = None) -> OracleReport:
     """Successor block IDs of every block of every function whose map carries successor
     lists (feature ``br_prob``), recovered vs compiler-written."""
-    from bbmap.model import FEAT_BR_PROB
+    from bbmap.formats.bbaddrmap import FEAT_BR_PROB
 
     m = cfg.block_map
     rep = OracleReport()
