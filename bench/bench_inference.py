@@ -47,11 +47,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from bbmap.aggregate import annotate  # noqa: E402
 from bbmap.binary import load_binary  # noqa: E402
 from bbmap.cfg import S_FALLTHROUGH, recover_cfg  # noqa: E402
 from bbmap.inference.counts import block_weights, infer_counts  # noqa: E402
 from bbmap.inference.weights import locate, precise_weights  # noqa: E402
+from bbmap.run import annotate  # noqa: E402
 
 CORPUS = os.path.join(os.path.dirname(HERE), "corpus")
 E2E_DEFAULT = "/work/cache/e2e/run-zstd/zstd"  # bench_e2e.py's zstd work directory

@@ -21,13 +21,13 @@ from helpers import CORPUS, REPO, ip_profile_cases, profile_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bbmap.aggregate import annotate
 from bbmap.binary import load_binary
 from bbmap.cfg import T_COND_TAIL_CALL, recover_cfg
 from bbmap.inference.counts import infer_counts
 from bbmap.inference.flow import FlowProblem, infer
 from bbmap.inference.intervals import CONFIDENCE, TIME_SPREAD, poisson_interval
 from bbmap.inference.weights import WEIGHT_SCALE, precise_weights, skid_evidence
+from bbmap.run import annotate
 
 sys.path.insert(0, str(REPO / "bench"))
 import bench_inference as bench  # noqa: E402

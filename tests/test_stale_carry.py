@@ -13,9 +13,8 @@ from functools import cache
 import numpy as np
 import pytest
 
-from bbmap.aggregate import annotate
-from bbmap.aggregate.api import apply_inference
 from bbmap.binary import load_binary
+from bbmap.run import annotate, apply_inference
 from bbmap.stale.carry import carry
 from bbmap.stale.fingerprint import function_blocks
 from bbmap.stale.names import bare_name, base_name, match_functions

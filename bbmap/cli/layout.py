@@ -9,13 +9,14 @@ import click
 from bbmap.cli import guarded, main
 from bbmap.cli.options import OutputFile, output_option, write_output
 from bbmap.cli.profile_args import (
-    annotate_kwargs,
     exit_if_failed,
     profile_options,
+    run_options,
     split_inputs,
 )
 from bbmap.cli.stale_args import annotate_any, stale_options
 from bbmap.errors import UsageError
+from bbmap.options import Status
 
 
 @main.command("layout",
@@ -81,10 +82,10 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     perf_paths, binary = split_inputs(inputs, "bbmap layout perf.data ./binary "
                                                       "--cc-profile cc.txt --ld-profile ld.txt")
     result = annotate_any(perf_paths, binary, profiled_binary, carry_report,
-                          **annotate_kwargs(**profile))
+                          run_options(**profile))
     mode = "layout-only" if layout_only else "split-only" if split_only else "split"
     plan = plan_layout(result, params=params, mode=mode, function_order=function_order)
-    if result.status == "refused":  # does not fit the binary: nothing written
+    if result.status == Status.REFUSED:  # does not fit the binary: nothing written
         exit_if_failed(result)
     if cc_profile:  # (a run that maps nothing exits 1: no existing file is replaced)
         write_atomic(cc_profile, render_cc_profile(plan, version=int(cluster_version),

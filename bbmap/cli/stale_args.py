@@ -33,20 +33,20 @@ def stale_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def annotate_any(perf_paths: list[str], binary: str, profiled_binary: str | None,
-                 carry_report: str | None, **kwargs: Any) -> Any:
-    """``bbmap.annotate``, or with ``profiled_binary`` the carried result (its report
-    summarised on stderr and written to ``carry_report``)."""
+                 carry_report: str | None, options: Any, progress: Any = None) -> Any:
+    """``bbmap.run.annotate`` with ``options`` (:class:`bbmap.options.AnnotateOptions`),
+    or with ``profiled_binary`` the carried result (its report summarised on stderr and
+    written to ``carry_report``)."""
     if profiled_binary is None:
         if carry_report:
             raise UsageError("--carry-report goes with --profiled-binary OLD")
-        from bbmap.aggregate import annotate
+        from bbmap.run import annotate
 
-        return annotate(perf_paths, binary, **kwargs)
+        return annotate(perf_paths, binary, options=options, progress=progress)
     from bbmap.stale.api import annotate_stale
 
-    for k in ("address_only", "addresses", "cluster_stats", "keep_going", "progress"):
-        kwargs.pop(k, None)
-    res, rep = annotate_stale(perf_paths, profiled_binary, binary, **kwargs)
+    res, rep = annotate_stale(perf_paths, profiled_binary, binary, **options.counting(),
+                              **options.deriving())
     if rep.functions:
         for line in rep.render_text(top=10).splitlines():
             click.echo(f"bbmap: note: {line}", err=True)
@@ -107,12 +107,3 @@ def verify_clusters(binaries: tuple[str, ...], cc_profile: str | None,
     sys.exit(EXIT_PROBLEMS if bad else EXIT_OK)
 
 
-def render_match_infer_for(result: Any) -> str:
-    """``--format match-infer``: the profiled build's counts and hashes; carried
-    (``--profiled-binary``), under the new build's function names."""
-    from bbmap.outputs.propeller_hashed import render_match_infer
-
-    rep = result.carried
-    if rep is not None:  # bbmap matches the functions (suffixes change), clang the blocks
-        return render_match_infer(rep.profiled_counts(), names=rep.renames)
-    return render_match_infer(result)

@@ -171,8 +171,8 @@ def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_js
                   functions: tuple[str, ...], top: int, checks: tuple[str, ...],
                   profile: dict[str, Any]) -> None:
     """``verify BINARY --profile PERF_DATA...``: one binary, any number of profiles."""
-    from bbmap.aggregate.api import expand_inputs
-    from bbmap.cli.profile_args import _is_perf_data, annotate_kwargs
+    from bbmap.cli.profile_args import _is_perf_data, run_options
+    from bbmap.run import expand_inputs
     from bbmap.verify.api import verify_profile
 
     if checks:
@@ -190,7 +190,7 @@ def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_js
     perf = expand_inputs([*profiles, *extra])
     rep = verify_profile(binary, perf, threshold=threshold, freq_factor=freq_factor,
                          confidence=confidence, functions=list(functions) or None,
-                         **annotate_kwargs(debug_dirs=debug_dirs, **profile))
+                         options=run_options(debug_dirs=debug_dirs, **profile))
     if as_json:
         text = rep.dumps()
     else:

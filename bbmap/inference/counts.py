@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bbmap.cfg import CFG, S_FALLTHROUGH, T_COND_TAIL_CALL
+from bbmap.formats.bbaddrmap import MD_IS_EH_PAD
 from bbmap.inference.flow import FlowProblem, infer
 from bbmap.inference.intervals import CONFIDENCE, ceilings, floors, intervals, model_spread
 from bbmap.inference.weights import (
@@ -46,7 +47,6 @@ from bbmap.inference.weights import (
     skid_evidence,
     unique_starts,
 )
-from bbmap.model import MD_IS_EH_PAD
 
 __all__ = ["PRECISE_MODEL", "SAMPLE_MODEL", "SAMPLE_MODELS", "SKID_MODEL", "TIME_MODEL",
            "WEIGHT_SCALE", "Inferred", "Quality", "block_weights", "infer_counts"]

@@ -22,8 +22,8 @@ def annotate_stale(perf_paths: Iterable[str | os.PathLike], profiled_binary: str
     directories, event...).  Too little carried (below ``threshold`` of the block samples)
     refuses the result (``status = "refused"``, the share as the first error) unless
     ``force``, which keeps it with the share as a warning."""
-    from bbmap.aggregate import annotate
     from bbmap.binary import load_binary
+    from bbmap.run import annotate
 
     if os.path.realpath(profiled_binary) == os.path.realpath(binary):
         raise UsageError(f"--profiled-binary {profiled_binary} is the binary itself: annotate "

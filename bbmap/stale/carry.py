@@ -5,7 +5,7 @@ makes the result the same profile would have on the new binary: every old block'
 samples (and the sampled instruction addresses in it, for the sample models) go to the
 new block matched to it (:mod:`bbmap.stale.match`), blocks of a matched function that
 nothing matched are marked unknown, and the counts are inferred over the new binary's
-CFG with the carried samples as soft evidence (:func:`bbmap.aggregate.api.apply_inference`
+CFG with the carried samples as soft evidence (:func:`bbmap.run.apply_inference`
 with ``unknown``).  Every annotate format and layout output is then written from that
 result as from a fresh one.  A byte-identical rebuild matches every function ``exact``,
 carries every address unchanged, and so gives the counts annotate gives directly.
@@ -83,7 +83,7 @@ class CarryReport:
     def profiled_counts(self) -> AnnotateResult:
         """The profiled build's result with counts (inferred here if it had none): what
         clang 22's match-infer profile is written from, under ``renames``."""
-        from bbmap.aggregate.api import apply_inference
+        from bbmap.run import apply_inference
 
         r = self.old_result
         if not r.has_counts:
@@ -149,8 +149,8 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
           ) -> tuple[AnnotateResult, CarryReport]:
     """``old_res`` (a result on ``old_bin``) carried onto ``new_bin`` (both
     :class:`bbmap.binary.Binary`), and the report of how."""
-    from bbmap.aggregate.api import apply_inference
     from bbmap.aggregate.functions import FunctionTable
+    from bbmap.run import apply_inference
 
     mo, mn = old_bin.block_map, new_bin.block_map
     bf_o = _block_func(mo)

@@ -135,9 +135,9 @@ class _Code:
     def __init__(self, binary: Any) -> None:
         from bbmap.stale.names import base_name
 
-        self.data = _file_bytes(binary)
-        self.secs = [(s.sh_addr, s.sh_addr + s.sh_size, s.sh_offset) for s in binary.sections
-                     if s.is_exec and s.sh_type != 8]
+        self.data = binary.data
+        self.secs = [(s.sh_addr, s.sh_addr + s.sh_size, s.sh_offset)
+                     for s in binary.code_sections()]
         sy = binary.symbols
         self.sym_addr = np.asarray(sy.address, np.uint64)
         self.sym_end = self.sym_addr + np.asarray(sy.size, np.uint64)
@@ -155,14 +155,6 @@ class _Code:
         if i >= 0 and (target < int(self.sym_end[i]) or int(self.sym_addr[i]) == target):
             return self.sym_name[i]
         return "?"
-
-
-def _file_bytes(binary: Any) -> Any:
-    mm = getattr(binary, "_mm", None)
-    if mm is not None:
-        return mm
-    with open(binary.path, "rb") as fh:
-        return fh.read()
 
 
 def fingerprint(binary: Any, functions: np.ndarray) -> Fingerprints:
