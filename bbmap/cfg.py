@@ -17,17 +17,16 @@ A block's successors follow from its last instruction (capstone, the sweep of
 
 Calls anywhere in a block are listed for the call graph (direct target, or indirect).
 Where the binary carries the PGO analysis map with successor lists (``br_prob``), those
-lists are the compiler's own CFG: :func:`compare_with_pgo_map` checks the recovered one
-against them (spec/cfg.md).  Everything is columnar over the whole block map, so one
-recovery serves every function of a binary; only blocks ending in an indirect jump are
-decoded a second time (with operand details) to read their tables.
+lists are the compiler's own CFG: the tests hold the recovered one against them
+(``tests/oracles/cfg_pgo_map.py``, spec/cfg.md).  Everything is columnar over the whole
+block map, so one recovery serves every function of a binary; only blocks ending in an
+indirect jump are decoded a second time (with operand details) to read their tables.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,12 +47,8 @@ from bbmap.binary.disasm import (
     code_table,
     sweep_ranges,
 )
-from bbmap.model import (
-    MD_CAN_FALL_THROUGH,
-    MD_HAS_INDIRECT_BRANCH,
-    MD_HAS_TAIL_CALL,
-    BlockMap,
-)
+from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_TAIL_CALL
+from bbmap.model import BlockMap
 
 # ---- successor kinds (``CFG.succ_kind``)
 S_FALLTHROUGH = 0  # the next block in layout: no branch, or the not-taken side of a jcc
@@ -165,20 +160,23 @@ class CFG:
 
 # ----------------------------------------------------------------------------- recovery
 def recover_cfg(binary: Any, block_map: BlockMap | None = None,
-                functions: np.ndarray | None = None, cache: Any = None) -> CFG:
+                functions: np.ndarray | None = None, cache: Any = None,
+                dis: Disassembler | None = None) -> CFG:
     """The CFG of every function of ``binary`` (a :class:`bbmap.binary.Binary`), or of
     the block-map ``functions`` given: the others are not disassembled (their blocks
     have no instructions and no successors), which is most of the time of a large
     binary of which a profile touched a few functions.  ``cache``: a
     :class:`bbmap.binary.disasm_cache.DisasmCache` to take the disassembly from (and add
-    to) instead of sweeping every time."""
+    to) instead of sweeping every time.  ``dis``: the disassembler to use (a run shares
+    one between its phases); by default one is made."""
     m = block_map if block_map is not None else binary.block_map
     B = m.num_blocks
     rng, start, end, range_end = sweep_bounds(m)
     rfunc = np.repeat(np.arange(m.num_functions, dtype=np.int64), np.diff(m.func_range_ptr))
     bfunc = rfunc[rng] if B else np.zeros(0, np.int64)
-    dis = Disassembler(binary.machine, int(getattr(binary, "elfclass", 64)))
-    data = _file_bytes(binary)
+    if dis is None:
+        dis = Disassembler(binary.machine, int(getattr(binary, "elfclass", 64)))
+    data = binary.data
     range_section = _range_sections(binary, m)
     want = None
     if functions is not None:
@@ -201,8 +199,7 @@ def sweep_bounds(m: BlockMap) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     """Each block's range, start and end address, and each range's end (its last block's
     end, at least its base): where the sweep of a range must reach."""
     rng = np.repeat(np.arange(m.num_ranges, dtype=np.int64), np.diff(m.range_block_ptr))
-    start = (m.range_base[rng] + m.block_offset).astype(np.uint64) if len(rng) else \
-        np.zeros(0, np.uint64)
+    start = m.block_starts()
     end = (start + m.block_size).astype(np.uint64)
     range_end = m.range_base.astype(np.uint64).copy()
     nz = np.flatnonzero(np.diff(m.range_block_ptr) > 0)
@@ -212,21 +209,13 @@ def sweep_bounds(m: BlockMap) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     return rng, start, end, range_end
 
 
-def _file_bytes(binary: Any) -> bytes | mmap.mmap:
-    mm = getattr(binary, "_mm", None)
-    if mm is not None:
-        return mm
-    with open(binary.path, "rb") as fh:
-        return fh.read()
-
-
 def _range_sections(binary: Any, m: BlockMap) -> np.ndarray:
     sec = np.array(m.range_section, dtype=np.int64, copy=True)
     unknown = np.flatnonzero(sec < 0)
     if len(unknown) and not getattr(binary, "is_relocatable", False):
         bases = m.range_base[unknown]
         for s in binary.sections:
-            if s.is_exec and s.sh_type != 8:
+            if s.is_code:
                 inside = (bases >= s.sh_addr) & (bases < s.sh_addr + s.sh_size)
                 sec[unknown[inside & (sec[unknown] < 0)]] = s.index
     return sec
@@ -489,7 +478,7 @@ class _TableReader:
         self.bits = dis.bits
         self.little = bool(getattr(binary, "little_endian", True))
         self._cs = None
-        self.sections = [s for s in binary.sections if s.sh_type != 8 and s.sh_addr]
+        self.sections = [s for s in binary.sections if s.has_contents and s.sh_addr]
 
     @functools.cached_property
     def prev(self) -> np.ndarray:
@@ -732,52 +721,6 @@ def _image(data: Any) -> np.ndarray | None:
         return None
 
 
-# ----------------------------------------------------------------------------- oracle
-@dataclass
-class OracleReport:
-    """Recovered successors against the PGO analysis map's lists."""
-
-    compared: int = 0  # blocks compared
-    equal: int = 0
-    skipped_indirect: int = 0  # blocks ending in an indirect jump (not compared)
-    mismatches: list[tuple[str, int, list[int], list[int], str]] = field(default_factory=list)
-    # (function, block ID, recovered IDs, map IDs, how the block ends)
-    tables: list[tuple[str, int, bool]] = field(default_factory=list)
-    # decoded jump tables: (function, block ID, the entries' blocks equal the map's list)
-    guesses: list[tuple[str, int, bool]] = field(default_factory=list)
     # unknown indirect jumps: (function, block ID, the guessed candidates equal the map's)
 
 
-def compare_with_pgo_map(cfg: CFG, names: list[str | None] | None = None) -> OracleReport:
-    """Successor block IDs of every block of every function whose map carries successor
-    lists (feature ``br_prob``), recovered vs compiler-written."""
-    from bbmap.model import FEAT_BR_PROB
-
-    m = cfg.block_map
-    rep = OracleReport()
-    names = names if names is not None else m.func_name
-    for f in np.flatnonzero((m.func_feature & FEAT_BR_PROB) != 0).tolist():
-        for b in m.function_blocks(f):
-            mine = sorted(int(m.block_id[s]) for s in cfg.successors(b))
-            theirs = sorted(int(s[0]) for s in m.block_successors(b))
-            if cfg.term[b] in (T_TABLE, T_INDIRECT) or \
-                    (m.block_md[b] & MD_HAS_INDIRECT_BRANCH):
-                rep.skipped_indirect += 1
-                if cfg.term[b] == T_TABLE:
-                    rep.tables.append((_fname(names, m, f), int(m.block_id[b]),
-                                       mine == theirs))
-                elif cfg.term[b] == T_INDIRECT:
-                    rep.guesses.append((_fname(names, m, f), int(m.block_id[b]),
-                                        mine == theirs))
-                continue
-            rep.compared += 1
-            if mine == theirs:
-                rep.equal += 1
-            else:
-                rep.mismatches.append((_fname(names, m, f), int(m.block_id[b]), mine, theirs,
-                                       cfg.term_name(b)))
-    return rep
-
-
-def _fname(names: list[str | None], m: BlockMap, f: int) -> str:
-    return (names[f] if f < len(names) else None) or f"{int(m.func_address[f]):#x}"

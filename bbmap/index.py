@@ -495,11 +495,6 @@ class BlockIndex:
     def function_name(self, func: int) -> str | None:
         return self.func_names[func] if func >= 0 else None
 
-    def parent_function_name(self, func: int) -> str | None:
-        """The name with ``.cold`` / ``.__part.N`` stripped (what perf's parts count as)."""
-        n = self.function_name(func)
-        return None if n is None else parent_name(n)
-
 
 def range_function(bm: BlockMap, r: int) -> int:
     """The block-map function owning global range ``r``."""

@@ -159,7 +159,7 @@ class Lookuper:
         if b >= 0:
             rep.block = b
             rep.block_id = int(bm.block_id[b])
-            rep.block_start = int(bm.range_base[r] + bm.block_offset[b])
+            rep.block_start = int(bm.block_address(b))
             rep.block_end = rep.block_start + int(bm.block_size[b])
         if explain:
             rep.explain = self.index.explain(rep.vaddr, to=to)

@@ -9,7 +9,7 @@ and 0.15-0.5 s of system time out of ~1.5 s of CPU: the two settings below take 
 faults from ~99,000 to ~38,000 without raising the peak RSS (the freed blocks are reused,
 not added to).  ``dump`` and the other ``annotate`` formats have the same pattern at a
 smaller scale: a 20,000-function ``dump --json`` goes from ~17,400 to ~13,700 faults and
-~6 ms faster (of ~150 ms; A/B in the notes of issue 17, session 5), a 500k-sample
+~6 ms faster (of ~150 ms, A/B), a 500k-sample
 ``annotate --format json`` ~3 % faster; the 102,000-function dump's peak RSS moves from
 198 to 200 MB.
 

@@ -21,17 +21,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-
-# The format's bits (FEAT_*, MD_*, FEATURE_NAMES, MD_NAMES, the section types) are declared in
-# bbmap.formats.bbaddrmap; round-1 code imported them from here, and still can.
-def __getattr__(name: str):  # noqa: ANN202
-    if name.startswith(("FEAT_", "MD_", "SHT_LLVM_")) or name in ("FEATURE_NAMES", "MD_NAMES"):
-        from bbmap.formats import bbaddrmap
-
-        return getattr(bbaddrmap, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # Where a function's map came from (``BlockMap.func_version`` for non-section sources).
 VERSION_LABEL_SYMBOLS = -1  # LLVM 11 unary ``a.BB.foo`` symbols
 VERSION_BB_INFO = -2  # the 2020 ``.bb_info`` proposal (seed 004)
@@ -127,6 +116,13 @@ class BlockMap:
         """Absolute start address(es) of global block index(es)."""
         r = self.block_range(b)
         return self.range_base[r] + self.block_offset[b]
+
+    def block_starts(self) -> np.ndarray:
+        """Every block's absolute start address (u8, in block order): the one formula,
+        range base plus the block's offset, for all blocks at once."""
+        rng = np.repeat(np.arange(self.num_ranges, dtype=np.int64),
+                        np.diff(self.range_block_ptr))
+        return (self.range_base[rng] + self.block_offset).astype(np.uint64)
 
     def block_range(self, b: np.ndarray | int) -> np.ndarray | int:
         return np.searchsorted(self.range_block_ptr, b, side="right") - 1

@@ -239,11 +239,6 @@ class SegmentTable:
         return out, found
 
 
-def vma_to_vaddr_array(vmas: np.ndarray, base: np.ndarray | int) -> np.ndarray:
-    """Vectorized ``VMA_addr - base_address`` (uint64 wrap-around, as the scalar form)."""
-    return np.asarray(vmas, dtype=np.uint64) - np.asarray(base, dtype=np.uint64)
-
-
 def vaddr_to_vma_array(vaddrs: np.ndarray, base: np.ndarray | int) -> np.ndarray:
     return np.asarray(vaddrs, dtype=np.uint64) + np.asarray(base, dtype=np.uint64)
 

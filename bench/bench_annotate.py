@@ -194,7 +194,7 @@ def bench_ip(d: str, exe: str, want: int, rounds: int, solver: str = "auto") -> 
     """``bbmap annotate`` in each format beside ``perf report --stdio`` on the same
     profile, every command once per round in turn (so they share the machine's load);
     the ratio is of the medians.  The JSON/CSV files are also checked byte for byte
-    against the previous renderers (bbmap/testing/render_oracle.py)."""
+    against the previous renderers (tests/oracles/render_oracle.py)."""
     data = record_ip(d, exe, want)
     from bbmap.binary import load_binary
 
@@ -275,8 +275,10 @@ def _entry_state(directory: str) -> list[tuple[str, int, int, int]]:
 
 def check_bytes(data: str, exe: str, outs: dict[str, str], solver: str) -> None:
     """The CLI's JSON/CSV files equal the previous renderers' output on the same result."""
-    from bbmap.aggregate import annotate
-    from bbmap.testing import render_oracle
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # tests/oracles/
+    from oracles import render_oracle
+
+    from bbmap.run import annotate
 
     for inference in ("off", "auto"):
         r = annotate([data], exe, inference=inference, solver=solver)

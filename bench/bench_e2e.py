@@ -62,10 +62,12 @@ ROWS = ("baseline", "bbmap-lbr", "bbmap-ip", "bolt-lbr", "bolt-ip")
 # basic-block sections then move blocks, so padding that sat behind an unconditional jump
 # can land on the hot fall-through path and run (bbmap/layout/align.py).  BOLT drops every
 # nop when it rewrites a function.  This row measures what the recipe's flag saves.
-EXTRA_ROWS = ("bbmap-lbr-keep",)
+EXTRA_ROWS = ("bbmap-lbr-keep", "bbmap-precise")
+# with --precise: the layout from the precise instruction-sample profile (IP only, an
+# unbiased per-instruction sample, counts inferred), against the LBR layout's reductions.
 LABELS = {"baseline": "baseline", "bbmap-lbr": "bbmap (LBR)", "bbmap-ip": "bbmap (IP)",
           "bolt-lbr": "BOLT (LBR)", "bolt-ip": "BOLT (IP, -nl)",
-          "bbmap-lbr-keep": "bbmap (LBR) keep"}
+          "bbmap-lbr-keep": "bbmap (LBR) keep", "bbmap-precise": "bbmap (precise)"}
 
 
 def default_cache() -> Path:
@@ -192,7 +194,9 @@ def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argpars
 
     # bbmap builds
     layouts = {}
-    for row, perf in (("bbmap-lbr", lbr_perf), ("bbmap-ip", ip_perf)):
+    precise_perf = pdir / "precise" / "perf.data"
+    for row, perf in (("bbmap-lbr", lbr_perf), ("bbmap-ip", ip_perf),
+                      ("bbmap-precise", precise_perf)):
         if row not in args.rows:
             continue
         if not perf.exists():
@@ -326,6 +330,9 @@ def summarize(b: dict[str, Any]) -> dict[str, Any]:
     # gets >= 80 % of the LBR layout's reductions
     if (v := share(ch.get("bbmap-ip"), ch.get("bbmap-lbr"))) is not None:
         out["bbmap_ip_share_of_bbmap_lbr"] = v
+    # counts without LBR: the precise profile's layout keeps >= 80 % of the LBR layout's
+    if (v := share(ch.get("bbmap-precise"), ch.get("bbmap-lbr"))) is not None:
+        out["bbmap_precise_share_of_bbmap_lbr"] = v
     return out
 
 
@@ -367,6 +374,9 @@ def table(res: dict[str, Any]) -> str:
                      + shares(share))
     if share := res["summary"].get("bbmap_ip_share_of_bbmap_lbr"):
         lines.append("bbmap (IP)'s reduction as a share of bbmap (LBR)'s: " + shares(share))
+    if share := res["summary"].get("bbmap_precise_share_of_bbmap_lbr"):
+        lines.append("bbmap (precise)'s reduction as a share of bbmap (LBR)'s: "
+                     + shares(share))
     if "lbr" in res:
         ip, prof = res.get("ip"), res.get("profiles", {})
         text = f"bbmap-profiles: LBR {res['lbr']['samples']:,} stacks of {res['lbr']['depth']}"
@@ -456,7 +466,7 @@ def main() -> int:
         doc = json.loads(args.markdown.read_text())
         for res in doc["programs"].values():
             print(f"{res['program']}:\n\n{markdown(res)}\n")
-            keep = ("bbmap's", "bbmap (IP)'s", "bbmap-", "timing")
+            keep = ("bbmap's", "bbmap (IP)'s", "bbmap (precise)'s", "bbmap-", "timing")
             print("\n".join("* " + x for x in table(res).splitlines()
                             if x.startswith(keep)) + "\n")
         return 0
@@ -464,7 +474,10 @@ def main() -> int:
         args.programs = args.programs or "zstd"
         args.runs = min(args.runs, 3)
         args.rows = args.rows or "baseline,bbmap-lbr,bolt-lbr"
-    args.rows = (args.rows or ",".join(ROWS)).split(",")
+    args.rows = (args.rows or ",".join(ROWS + (("bbmap-precise",) if args.precise else ()))
+                 ).split(",")
+    if "bbmap-precise" in args.rows and not args.precise:
+        ap.error("--rows bbmap-precise needs --precise")
     if set(args.rows) - set(ROWS + EXTRA_ROWS) or "baseline" not in args.rows:
         ap.error(f"--rows: a comma list of {ROWS + EXTRA_ROWS}, baseline included")
     names = (args.programs or ",".join(PROGRAMS)).split(",")

@@ -147,7 +147,7 @@ def same(a: str, b: str) -> bool:
 def write_aggregates(paths: list[str], d: str) -> tuple[list[str], float]:
     """One aggregate file per profile, written by the library in this process."""
     from bbmap.aggregate import store
-    from bbmap.aggregate.api import Session
+    from bbmap.run import Session
 
     os.makedirs(d, exist_ok=True)
     s = Session(BINARY, keep_going=True, cluster_stats=True, hash_profiles=True,

@@ -26,9 +26,12 @@ import time
 from pathlib import Path
 
 from bbmap.binary import load_binary
-from bbmap.binary.go import pclntab_functions, pclntab_functions_ref
+from bbmap.binary.go import pclntab_functions
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # the test oracles (tests/oracles/)
+from oracles.pclntab_ref import pclntab_functions_ref  # noqa: E402
+
 DEFAULT = ["/usr/lib/go-1.19/pkg/tool/linux_amd64/compile",
            str(REPO / "corpus/bin/go/stripped/gohot")]
 

@@ -19,11 +19,19 @@ and a bench_e2e program directory's ``precise/``): the same errors for naive, fo
 ``bbmap.annotate(..., inference="on")`` with its default options (whatever sample model the
 library picks for the event, named in the table) and for the LBR profile of the same run.
 
+Noise floor (``--noise-floor N``): for each precise profile, N profiles drawn from the
+exact counts themselves (each block's samples Poisson with mean ``exact executions x
+units / period`` at the real profile's sample total, at its block start), annotated the
+same way: the error a perfect, unbiased sampler leaves at that sample count, beside the
+real profile's and at 10x the samples.  A real profile's error near its floor is sampling
+noise, not a defect of the sample model.
+
 Speed (``--speed``): inference for every function with samples of the 20,000-function
 binary of bench_annotate.py (built and recorded there, cached in its work directory),
 each solver, one network for all functions vs one solver call per function.
 
     python bench/bench_inference.py [--speed] [--workdir /tmp/bbmap-bench-annotate]
+                                    [--noise-floor 8] [--e2e DIR]
 """
 
 from __future__ import annotations
@@ -39,11 +47,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from bbmap.aggregate import annotate  # noqa: E402
 from bbmap.binary import load_binary  # noqa: E402
 from bbmap.cfg import S_FALLTHROUGH, recover_cfg  # noqa: E402
 from bbmap.inference.counts import block_weights, infer_counts  # noqa: E402
-from bbmap.inference.weights import locate  # noqa: E402
+from bbmap.inference.weights import locate, precise_weights  # noqa: E402
+from bbmap.run import annotate  # noqa: E402
 
 CORPUS = os.path.join(os.path.dirname(HERE), "corpus")
 E2E_DEFAULT = "/work/cache/e2e/run-zstd/zstd"  # bench_e2e.py's zstd work directory
@@ -217,6 +225,9 @@ def accuracy(models: list[str], solver: str, e2e_dirs: list[str] = ()) -> list[d
                 weighted_error(inf.block_count, bt),
                 weighted_error(edges_dict(inf.edge_from, inf.edge_to, inf.edge_count), et))
             row.setdefault("quality", {})[model] = inf.quality.to_json()
+            # the evidence-first bar: a block with >= 5 samples is never counted 0
+            row.setdefault("sampled_zero", {})[model] = int(
+                ((res.block_samples >= 5) & (inf.block_count == 0)).sum())
         if case["lbr"] is not None:
             lres = annotate([case["lbr"]], binary)
             same = lres.edge_kind >= 0
@@ -238,7 +249,8 @@ def print_accuracy(rows: list[dict]) -> None:
         for model, q in r.get("quality", {}).items():
             print(f"  {r['program']} ({model}): reachable share {q.get('reachable_share')}, "
                   f"imbalance {q.get('imbalance_before')} -> {q.get('imbalance_after')}, "
-                  f"solver {q.get('solver')}" +
+                  f"solver {q.get('solver')}, blocks with >= 5 samples counted 0: "
+                  f"{r['sampled_zero'][model]}" +
                   (f", samples {q['skid']}" if "skid" in q else ""))
 
 
@@ -311,6 +323,58 @@ def print_precise(rows: list[dict]) -> None:
               f"{r['seconds']:10.2f}")
 
 
+# ----------------------------------------------------------------------- noise floor
+def noise_floor(e2e_dirs: list[str], draws: int, mults: tuple[float, ...] = (1.0, 10.0)
+                ) -> list[dict]:
+    """Errors of the default inference on profiles drawn from the exact counts (mean and
+    standard deviation over ``draws`` seeds) at the real profile's sample total times each
+    of ``mults``, beside the real profile's own error."""
+    rows = []
+    for case in precise_cases(list(e2e_dirs)):
+        binary = case["binary"]
+        cfg = recover_cfg(load_binary(binary))
+        bt, et = truth_of(_json(case["exact"]), cfg)
+        res, ip = annotate_ip(case["perf"], binary)
+        ev = precise_weights(cfg, *ip)[2]
+        real = infer_counts(cfg, res.block_samples, model="precise", ip=ip)
+        row = {"program": case["name"], "samples": float(ev.samples.sum()),
+               "real": (weighted_error(real.block_count, bt),
+                        weighted_error(edges_dict(real.edge_from, real.edge_to,
+                                                  real.edge_count), et))}
+        ran = bt > 0
+        lam1 = np.where(ran, bt, 0) * ev.units
+        lam1 = lam1 * (ev.samples.sum() / lam1.sum())
+        for mult in mults:
+            errs = []
+            for seed in range(draws):
+                s = np.random.default_rng(seed).poisson(lam1 * mult)
+                at = np.flatnonzero(s > 0)
+                order = np.argsort(cfg.block_start[at], kind="stable")
+                inf = infer_counts(cfg, s, model="precise",
+                                   ip=(cfg.block_start[at][order], s[at][order]))
+                errs.append((weighted_error(inf.block_count, bt),
+                             weighted_error(edges_dict(inf.edge_from, inf.edge_to,
+                                                       inf.edge_count), et)))
+            e = np.array(errs)
+            row[f"x{mult:g}"] = (float(e[:, 0].mean()), float(e[:, 0].std()),
+                                 float(e[:, 1].mean()), float(e[:, 1].std()))
+        rows.append(row)
+    return rows
+
+
+def print_noise_floor(rows: list[dict], draws: int) -> None:
+    if not rows:
+        return
+    print(f"\nnoise floor: the default inference on {draws} profiles drawn from the exact "
+          "counts (Poisson, block / edge error, mean +- sd)")
+    for r in rows:
+        cells = "   ".join(
+            f"{k} {100 * v[0]:.1f}+-{100 * v[1]:.1f} / {100 * v[2]:.1f}+-{100 * v[3]:.1f}"
+            for k, v in r.items() if k.startswith("x"))
+        print(f"{r['program']:32s} {r['samples']:9.0f} samples   real "
+              f"{100 * r['real'][0]:.1f} / {100 * r['real'][1]:.1f}   drawn {cells}")
+
+
 # ----------------------------------------------------------------------------- speed
 def speed(workdir: str, solvers: list[str]) -> None:
     sys.path.insert(0, HERE)
@@ -351,11 +415,15 @@ def main() -> None:
                     help="a bench_e2e program directory (baseline, ip*.perf.data, "
                          "lbr/exact-counts.json); default: " + E2E_DEFAULT)
     ap.add_argument("--solvers", default="ortools,scipy,builtin")
+    ap.add_argument("--noise-floor", type=int, default=0, metavar="N",
+                    help="also N profiles drawn from the exact counts per precise profile")
     args = ap.parse_args()
     e2e = args.e2e if args.e2e is not None else \
         [E2E_DEFAULT] if os.path.isdir(E2E_DEFAULT) else []
     print_accuracy(accuracy(args.models.split(","), args.solver, e2e))
     print_precise(precise_accuracy(e2e))
+    if args.noise_floor:
+        print_noise_floor(noise_floor(e2e, args.noise_floor), args.noise_floor)
     if args.speed:
         speed(args.workdir, args.solvers.split(","))
 

@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bbmap.aggregate import annotate
 from bbmap.binary.mapinput import KIND_BB_INFO, KIND_V0, KIND_VERSIONED, MapInput
 from bbmap.binary.types import FunctionSymbols
 from bbmap.binary.writer import encode_map, encode_map_fast
@@ -48,6 +47,7 @@ from bbmap.model import (
     RangeRecord,
 )
 from bbmap.perf.records import SampleBatch
+from bbmap.run import annotate
 
 # ============================================================== the corpus
 REPO = Path(__file__).resolve().parent.parent

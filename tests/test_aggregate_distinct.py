@@ -21,7 +21,7 @@ from helpers import PIE_BINARY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bbmap.aggregate.api import Annotator, Session
+from bbmap.aggregate.annotator import Annotator
 from bbmap.aggregate.distinct import distinct_samples
 from bbmap.aggregate.profile import MappingsSpace
 from bbmap.aggregate.resolve import IndexResolver
@@ -33,6 +33,7 @@ from bbmap.perf.records import (
     SampleBatch,
     SideRecords,
 )
+from bbmap.run import Session
 
 if not os.path.exists(PIE_BINARY):
     pytest.skip("corpus not built", allow_module_level=True)

@@ -19,8 +19,8 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from bbmap.aggregate import store  # noqa: E402
-from bbmap.aggregate.api import Session  # noqa: E402
 from bbmap.outputs.jsonout import render_json  # noqa: E402
+from bbmap.run import Session  # noqa: E402
 
 LBR = os.path.join(CORPUS, "lbr", "c22-addrmap-pie-lbr", "perf.data")
 TWO = os.path.join(CORPUS, "profiles", "c22-addrmap-pie-two-processes", "perf.data")

@@ -9,7 +9,7 @@ from helpers import LIBC, batch, block_map, resolver, rt, symbols
 
 from bbmap.aggregate import AnnotateResult
 from bbmap.aggregate.accounting import Accounting, AccountingError
-from bbmap.aggregate.api import Annotator
+from bbmap.aggregate.annotator import Annotator
 
 L = LIBC + 0x1000
 
@@ -184,7 +184,7 @@ def test_accounting_check_catches_a_lost_sample():
 
 
 def test_branch_slicing_equals_one_pass(monkeypatch):
-    import bbmap.aggregate.api as api
+    import bbmap.aggregate.annotator as api
 
     stacks = [[(rt(0x1012), L), (L, rt(0x1004)), (rt(0x2016), rt(0x3000))]] * 7
     ips = [rt(0x1004)] * 7

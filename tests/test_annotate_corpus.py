@@ -19,8 +19,8 @@ from collections import Counter
 
 import pytest
 
-from bbmap.aggregate import annotate
 from bbmap.binary.types import parent_name
+from bbmap.run import annotate
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
 MANIFEST = os.path.join(ROOT, "manifest.json")

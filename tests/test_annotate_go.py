@@ -22,8 +22,8 @@ import pytest
 from click.testing import CliRunner
 from helpers import CORPUS, go_case
 
-from bbmap.aggregate.api import annotate
 from bbmap.cli import main
+from bbmap.run import annotate
 
 SCRIPT_LINE = re.compile(r"^\s*\d+/\d+\s+[\d.]+:\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
 REPORT_LINE = re.compile(r"^\s+([\d.]+)%\s+\[\.\]\s+(.*?)\s*$")

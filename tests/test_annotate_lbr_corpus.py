@@ -28,10 +28,10 @@ import numpy as np
 import pytest
 from helpers import profile_cases
 
-from bbmap.aggregate import annotate
 from bbmap.aggregate.lbr import K_FALLTHROUGH
 from bbmap.binary import load_binary
 from bbmap.index import BlockIndex
+from bbmap.run import annotate
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
 BLOCK_BOUND = 0.05

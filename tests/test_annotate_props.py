@@ -13,7 +13,7 @@ from helpers import KADDR, LIBC, batch, block_map, resolver, rt, symbols
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bbmap.aggregate.api import Annotator
+from bbmap.aggregate.annotator import Annotator
 
 # (start, end, function, range, can_fall_through) per global block, as in the helpers
 BLOCKS = [(0x1000, 0x1010, 0, 0, True), (0x1010, 0x1018, 0, 0, True),

@@ -2,8 +2,8 @@
 
 Every module of ``bbmap/`` is in a row; every import (module level, inside functions, and
 under ``TYPE_CHECKING`` alike) goes to the importer's row or a row above it; and no two
-modules import each other, directly or around a cycle (round 1 had ``binary/elf.py`` and
-``binary/labels.py`` doing so).
+modules import each other, directly or around a cycle (``binary/elf.py`` and
+``binary/labels.py`` once did).
 """
 
 from __future__ import annotations

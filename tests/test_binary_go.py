@@ -19,6 +19,7 @@ import pytest
 from helpers import CORPUS, all_corpus_binaries, go_case, go_cases, load_manifest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles.pclntab_ref import pclntab_functions_ref
 
 from bbmap.binary import load_binary
 from bbmap.binary.go import (
@@ -28,7 +29,6 @@ from bbmap.binary.go import (
     no_block_map_reason,
     parse_modinfo,
     pclntab_functions,
-    pclntab_functions_ref,
     read_go,
     split_go_build_id,
 )

@@ -14,6 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 from helpers import CORPUS, load_manifest
+from oracles.cfg_pgo_map import compare_with_pgo_map
 
 from bbmap.binary import load_binary
 from bbmap.cfg import (
@@ -22,10 +23,9 @@ from bbmap.cfg import (
     T_JUMP,
     T_RETURN,
     T_TABLE,
-    compare_with_pgo_map,
     recover_cfg,
 )
-from bbmap.model import FEAT_BR_PROB
+from bbmap.formats.bbaddrmap import FEAT_BR_PROB
 
 
 def _linked(pred=lambda b: True) -> list:

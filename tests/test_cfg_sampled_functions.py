@@ -13,11 +13,10 @@ import pytest
 from helpers import profile_cases
 from test_outputs_render_oracle import CASES
 
-from bbmap.aggregate import annotate
-from bbmap.aggregate.api import _inferred_calls, sampled_functions
 from bbmap.binary import load_binary
 from bbmap.cfg import recover_cfg
 from bbmap.inference.counts import infer_counts
+from bbmap.run import _inferred_calls, annotate, sampled_functions
 
 IP = [c for c in CASES if "-ip:" in c.id or "plain" in c.id] or [
     pytest.param(p, b, id=n) for n, p, b in profile_cases("plain")]
@@ -58,5 +57,5 @@ def test_annotate_with_sampled_only_cfg_equals_whole_cfg(perf: str, binary: str,
 
     whole = bbmap.cfg.recover_cfg
     monkeypatch.setattr(bbmap.cfg, "recover_cfg",
-                        lambda b, m=None, functions=None, cache=None: whole(b, m))
+                        lambda b, m=None, functions=None, cache=None, dis=None: whole(b, m))
     assert render_json(annotate([perf], binary)) == part

@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 from helpers import CORPUS, PIE_BINARY, PIE_PROFILE, cli, have_corpus, one_error_line
 
-from bbmap.aggregate import annotate
 from bbmap.cli import main
+from bbmap.run import annotate
 
 STRIPPED = str(CORPUS / "bin" / "clang-22" / "stripped" / "layout.pie")
 

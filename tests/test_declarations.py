@@ -67,7 +67,7 @@ def test_one_bucket_enumeration():
         assert getattr(mappings, name) == getattr(accounting, name) == getattr(buckets, name)
     for name in ("IN_BLOCK", "IN_FUNCTION_NO_BLOCK", "OUTSIDE_FUNCTION"):
         assert getattr(index, name) == getattr(accounting, name) == getattr(buckets, name)
-    assert mappings.FILTERED == accounting.OTHER_PID
+    assert mappings.FILTERED == buckets.OTHER_PID
     assert accounting.BUCKETS[mappings.KERNEL] == "kernel"
     assert accounting.BUCKETS[mappings.OTHER_DSO] == "other_dso"
     assert index.STATUS_NAMES == {0: "in-block", 1: "in-function-no-block",

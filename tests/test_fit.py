@@ -25,7 +25,6 @@ from helpers import (
     one_error_line,
 )
 
-from bbmap.aggregate import annotate
 from bbmap.aggregate.fit import (
     FIT_SAMPLE,
     LOCAL_MIN_MISSES,
@@ -33,6 +32,7 @@ from bbmap.aggregate.fit import (
     FitCollector,
     Measure,
 )
+from bbmap.run import annotate
 
 OTHER = str(CORPUS / "bin" / "clang-22" / "list" / "layout.pie")  # another program
 LBR = str(CORPUS / "lbr" / "c22-addrmap-pie-lbr" / "perf.data")

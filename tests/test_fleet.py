@@ -21,8 +21,8 @@ sys.path.insert(0, str(CORPUS / "tools"))
 import split_profile  # noqa: E402
 
 from bbmap.aggregate import store  # noqa: E402
-from bbmap.aggregate.api import Session  # noqa: E402
 from bbmap.fleet.run import batches, expand_profiles, run_fleet  # noqa: E402
+from bbmap.run import Session  # noqa: E402
 
 LBR = os.path.join(CORPUS, "lbr", "c22-addrmap-pie-lbr", "perf.data")
 

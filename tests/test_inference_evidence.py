@@ -21,13 +21,13 @@ from helpers import CORPUS, REPO, ip_profile_cases, profile_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bbmap.aggregate import annotate
 from bbmap.binary import load_binary
 from bbmap.cfg import T_COND_TAIL_CALL, recover_cfg
 from bbmap.inference.counts import infer_counts
 from bbmap.inference.flow import FlowProblem, infer
 from bbmap.inference.intervals import CONFIDENCE, TIME_SPREAD, poisson_interval
 from bbmap.inference.weights import WEIGHT_SCALE, precise_weights, skid_evidence
+from bbmap.run import annotate
 
 sys.path.insert(0, str(REPO / "bench"))
 import bench_inference as bench  # noqa: E402
@@ -86,6 +86,56 @@ def test_poisson_interval_is_garwoods(n: int) -> None:
     assert abs(hi[0] - want_hi) <= 0.015 * want_hi + 1e-9, (hi[0], want_hi)
     assert abs(lo[0] - want_lo) <= 0.02 * want_lo + 1e-9, (lo[0], want_lo)
     assert CONFIDENCE == 0.95
+
+
+# ---------------------------------------------------------------------------- ceilings
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1000, 10**7), st.integers(1, 500), st.integers(1, 5000), st.data())
+def test_an_unsampled_latch_is_not_run_round(head_w: int, ceiling: int, entry_w: int,
+                                             data) -> None:  # noqa: ANN001
+    """SQLite's ``sqlite3BtreeTableMoveto`` scan: entry -> head; head -> latch (its
+    fall-through) or -> out; latch -> head.  The head's weight is inflated (a stalled load),
+    the latch has no samples.  Without a ceiling the flow runs round the loop until the
+    head's weight is met; with the latch's ceiling it stays at or under it, and the head
+    keeps what enters it."""
+    # blocks: 0 entry, 1 head, 2 latch, 3 out (exits)
+    src = np.array([0, 1, 1, 2], np.int64)
+    dst = np.array([1, 2, 3, 1], np.int64)
+    ft = np.array([True, True, False, False])
+    w = np.array([entry_w, head_w, 0, entry_w], np.int64)
+    exit_ = np.array([False, False, False, True])
+    entry = np.array([True, False, False, False])
+    solver = data.draw(st.sampled_from(["builtin", "ortools"]))
+
+    def solve(ceil: np.ndarray):  # noqa: ANN202
+        p = FlowProblem(comp=np.zeros(4, np.int64), weight=w, known=np.ones(4, bool),
+                        entry=entry, side_entry=np.zeros(4, bool), exit=exit_,
+                        edge_src=src, edge_dst=dst, edge_ft=ft, ceiling=ceil)
+        try:
+            return infer(p, solver)
+        except ImportError as e:
+            pytest.skip(str(e))
+
+    free = solve(np.full(4, -1, np.int64))
+    capped = solve(np.array([-1, -1, ceiling, -1], np.int64))
+    if head_w > 40 * (entry_w + ceiling):  # inflated well beyond what enters
+        assert free.block_flow[2] > ceiling  # the flaw the ceiling fixes
+    assert capped.block_flow[2] <= ceiling
+    assert capped.block_flow[1] == capped.edge_flow[0] + capped.edge_flow[3]
+
+
+def test_ceilings_bind_only_unsampled_blocks() -> None:
+    """A ceiling is the high end of the interval of an observed block without samples;
+    sampled and unobserved blocks get none (intervals.ceilings)."""
+    from bbmap.inference.intervals import ceilings, observed_bounds
+    from bbmap.inference.weights import SampleEvidence
+
+    ev = SampleEvidence(np.array([0.0, 3.0, 0.0]), np.array([2.0, 2.0, 0.0]),
+                        np.array([True, True, False]))
+    c = ceilings(ev, "precise")
+    hi = observed_bounds(ev, "precise")[1]
+    assert c[0] == math.ceil(hi[0]) and c[1] == -1 and c[2] == -1
+    assert c[0] == math.ceil(WEIGHT_SCALE * poisson_interval(np.array([0.0]))[1][0] / 2)
 
 
 # ----------------------------------------------------------------------------- floors
@@ -222,3 +272,45 @@ def test_garwood_table_is_the_series() -> None:
     _, lo, hi = _exact_table(alpha)
     assert np.allclose(lo, GARWOOD_95_LOW, atol=2e-6)
     assert np.allclose(hi, GARWOOD_95_HIGH, atol=2e-6)
+
+
+# ------------------------------------------------------------------------- bookkeeping
+@pytest.mark.skipif(not (CORPUS / "newcomer" / "perf.data").exists(), reason="corpus not built")
+def test_floored_counts_each_block_once() -> None:
+    """A function solved again with its call sites' evidence counts its floored blocks
+    once: ``floored`` is the number of blocks whose final count the floor raised (the
+    newcomer's three re-solved functions counted them twice)."""
+    b, p = CORPUS / "newcomer" / "newcomer.pie", CORPUS / "newcomer" / "perf.data"
+    cfg = recover_cfg(load_binary(str(b)))
+    res, ip = bench.annotate_ip(str(p), str(b))
+    inf = infer_counts(cfg, res.block_samples, model="time", ip=ip)
+    assert inf.quality.call_evidence > 0
+    raised = inf.block_floored
+    assert inf.quality.floored == int(raised.sum())
+    # a raised block is one the floor lifted: its count sits at or below its floor, above 0
+    assert (inf.block_count[raised] > 0).all()
+    assert inf.quality.floored <= int((res.block_samples > 0).sum())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(1, 60)), min_size=2, max_size=40))
+def test_precision_scale_follows_the_poisson_spread(blocks) -> None:  # noqa: ANN001
+    """The precise model's cost multiplier is an integer >= 1, larger for a block whose
+    count estimate is more precise (more units per sqrt(samples)): it never falls when a
+    block's units grow or its samples shrink, the others unchanged."""
+    from bbmap.inference.weights import (
+        PRECISE_COST_CLIP,
+        PRECISE_COST_STEPS,
+        SampleEvidence,
+        precision_cost_scale,
+    )
+
+    s = np.array([b[0] for b in blocks], np.float64)
+    u = np.array([b[1] for b in blocks], np.float64)
+    sc = precision_cost_scale(SampleEvidence(s, u, u > 0))
+    assert sc.dtype == np.int64 and (sc >= 1).all()
+    assert (sc <= round(PRECISE_COST_STEPS * PRECISE_COST_CLIP[1])).all()
+    # the precision ratio, up to the shared median, orders the multipliers
+    r = u / np.sqrt(np.maximum(s, 1))
+    order = np.argsort(r, kind="stable")
+    assert (np.diff(sc[order]) >= 0).all()

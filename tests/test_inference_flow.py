@@ -77,7 +77,7 @@ def corpus_problems(perf: str, binary: str, monkeypatch) -> list[FlowProblem]:  
     """The flow problems annotate hands to the solver for a corpus profile (captured at
     ``counts.infer``; solved by the built-in solver)."""
     import bbmap.inference.counts as counts
-    from bbmap.aggregate import annotate
+    from bbmap.run import annotate
 
     seen: list[FlowProblem] = []
     orig = counts.infer
@@ -154,10 +154,10 @@ def bench():
 def test_inferred_counts_beat_naive_against_exact_counts(ip, bench):
     """Real cpu-clock profiles of the LBR cases' runs: inference lowers the block and
     edge errors of the naive estimate (measured figures: spec/inference.md)."""
-    from bbmap.aggregate import annotate
     from bbmap.binary import load_binary
     from bbmap.cfg import recover_cfg
     from bbmap.inference.counts import block_weights
+    from bbmap.run import annotate
 
     bins = {b["name"]: CORPUS / b["path"] for b in load_manifest()["binaries"]}
     binary = bins[ip["binaries"][0]]
@@ -179,9 +179,9 @@ def test_inferred_counts_beat_naive_against_exact_counts(ip, bench):
 
 def test_lbr_truth_is_consistent(bench):
     """The ground-truth reader agrees with bbmap's LBR counts (an independent path)."""
-    from bbmap.aggregate import annotate
     from bbmap.binary import load_binary
     from bbmap.cfg import recover_cfg
+    from bbmap.run import annotate
 
     m = load_manifest()
     lbr = next(p for p in m["profiles"] if p["name"] == "c22-addrmap-nopie-lbr")
@@ -207,8 +207,8 @@ def ip_profile():
 
 @pytest.mark.slow
 def test_json_and_csv_mark_inferred_counts(ip_profile):
-    from bbmap.aggregate import annotate
     from bbmap.outputs.csvout import render_csv
+    from bbmap.run import annotate
 
     res = annotate([ip_profile[0]], ip_profile[1])
     doc = res.to_json()
@@ -233,7 +233,7 @@ def test_json_and_csv_mark_inferred_counts(ip_profile):
 
 @pytest.mark.slow
 def test_inference_off_and_on(ip_profile):
-    from bbmap.aggregate import annotate
+    from bbmap.run import annotate
 
     off = annotate([ip_profile[0]], ip_profile[1], inference="off")
     assert off.count_source == "none" and not off.block_count.any()

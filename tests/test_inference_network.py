@@ -91,9 +91,11 @@ def _reference(p: FlowProblem) -> Network:
 
 
 def _same(p: FlowProblem) -> None:
-    """Without floors (the reference predates them) the network is the reference's; the
-    floor arcs are held to their definition in test_inference_flow.py."""
-    p = dataclasses.replace(p, floor=np.zeros(len(p.comp), np.int64))
+    """Without floors, ceilings and precision scales (the reference predates them) the
+    network is the reference's; those arcs are held to their definitions in
+    test_inference_flow.py and test_inference_evidence.py."""
+    p = dataclasses.replace(p, floor=np.zeros(len(p.comp), np.int64),
+                            ceiling=np.full(len(p.comp), -1, np.int64), cost_scale=None)
     got, want = build_network(p), _reference(p)
     for f in ("tail", "head", "cap", "cost", "edge_arc", "reward_edge", "reward_arc",
               "block_in", "node_comp"):

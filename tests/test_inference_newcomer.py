@@ -11,7 +11,7 @@ import json
 import pytest
 from helpers import CORPUS, cli
 
-from bbmap.aggregate import annotate
+from bbmap.run import annotate
 
 BIN = CORPUS / "newcomer" / "newcomer.pie"
 PERF = CORPUS / "newcomer" / "perf.data"

@@ -139,7 +139,7 @@ def test_skid_model_against_exact_counts(ip, bench):
     assert got[0] < 0.5 * base[0] and got[1] < 0.5 * base[1], (got, base)
     assert got[0] < 0.18 and got[1] < 0.23, got
     # annotate's own inference takes the same path (it asks for the IP histogram)
-    from bbmap.aggregate import annotate
+    from bbmap.run import annotate
 
     full = annotate([str(CORPUS / ip["path"])], binary)
     assert full.count_source == "inferred" and full.inference["sample_model"] == "time"

@@ -1,7 +1,7 @@
 """The faster built-in min-cost-flow solver returns the very same flow as issue 12's.
 
 ``bbmap.inference.solvers.solve_builtin`` (issue 17: components from the network, local
-node numbers and residual arcs computed once) against ``bbmap/testing/ssp_oracle.py``
+node numbers and residual arcs computed once) against ``tests/oracles/ssp_oracle.py``
 (issue 12's solver, verbatim): equal flows arc by arc — not only equal objectives —
 on random networks (hypothesis, with side entries, observed edge weights, components
 without node labels) and on the inference network of every IP corpus profile.
@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import ssp_oracle
 from test_inference_flow import corpus_problems, draw_entries_and_edge_weights, problems
 from test_outputs_render_oracle import CASES
 
 from bbmap.inference import solvers
 from bbmap.inference.flow import FlowProblem, build_network
-from bbmap.testing import ssp_oracle
 
 
 def _same(net) -> None:  # noqa: ANN001

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from helpers import ip_profile_cases, profile_cases
 
-from bbmap.aggregate import annotate
 from bbmap.layout.plan import _wins_at_bounds, plan_layout
+from bbmap.run import annotate
 
 CASES = [pytest.param(p, b, id=n) for n, p, b in profile_cases("plain") + ip_profile_cases()
          if "go-" not in n] + [pytest.param(p, b, id=n) for n, p, b in profile_cases("lbr")[:3]]

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bbmap.aggregate import annotate
 from bbmap.aggregate.addresses import (
     END_BRANCH_ONLY,
     EXTERNAL,
@@ -26,6 +25,7 @@ from bbmap.buckets import IN_BLOCK, OTHER_DSO
 from bbmap.mappings import Mapping
 from bbmap.outputs.bolt import fdata_from_profile, preagg_from_profile
 from bbmap.outputs.bolt_view import BoltView
+from bbmap.run import annotate
 from tests.helpers import CORPUS, cli, ip_profile_cases, profile_cases
 
 LBR = {c[0]: c for c in profile_cases("lbr")}
@@ -306,8 +306,8 @@ def test_aggregates_without_addresses_are_refused_for_bolt_formats(tmp_path) -> 
     """An aggregate made without the address aggregates (a Session without them) would give
     a BOLT profile missing its branches: refused, the file named."""
     pytest.importorskip("pyarrow")
-    from bbmap.aggregate.api import Session
     from bbmap.aggregate.store import write_aggregate
+    from bbmap.run import Session
 
     _, perf, binary = PIE
     s = Session(binary)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bbmap.aggregate import annotate
 from bbmap.binary import load_binary
 from bbmap.outputs.bolt import fdata_from_profile, preagg_from_profile
 from bbmap.outputs.bolt_view import BoltView
+from bbmap.run import annotate
 from tests.helpers import ip_profile_cases, profile_cases
 
 TOOLS = ("llvm-bolt-22", "perf2bolt-22", "perf")

@@ -16,10 +16,10 @@ from functools import cache
 
 import pytest
 
-from bbmap.aggregate import annotate
 from bbmap.binary import load_binary
 from bbmap.outputs.bolt import fdata_from_profile, preagg_from_profile
 from bbmap.outputs.bolt_view import BoltView
+from bbmap.run import annotate
 from tests.helpers import PERF2BOLT, ip_profile_cases, profile_cases, run_perf2bolt
 from tests.helpers import fdata_lines as lines
 from tests.helpers import perf2bolt_tally as tally

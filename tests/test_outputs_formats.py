@@ -8,7 +8,7 @@ import json
 
 from helpers import LIBC, batch, block_map, resolver, rt, symbols
 
-from bbmap.aggregate.api import Annotator
+from bbmap.aggregate.annotator import Annotator
 from bbmap.outputs.csvout import COLUMNS, render_csv
 from bbmap.outputs.jsonout import render_json
 from bbmap.outputs.propeller import render_propeller, render_symorder

@@ -1,6 +1,6 @@
 """annotate's JSON and CSV bytes equal the renderers they replaced, on every corpus case.
 
-The oracle is ``bbmap/testing/render_oracle.py``: the per-block-dict JSON encoder and
+The oracle is ``tests/oracles/render_oracle.py``: the per-block-dict JSON encoder and
 ``csv.writer`` renderers as they were before the columnar writer (issue 17), kept
 verbatim.  Every profile of the corpus manifest (plain, callgraph, pipe, zstd, the
 app + .so profile once per binary, LBR, IP-for-inference, Go) is annotated once with
@@ -15,11 +15,11 @@ from functools import cache
 
 import pytest
 from helpers import CORPUS, load_manifest
+from oracles import render_oracle
 
-from bbmap.aggregate import annotate
 from bbmap.outputs.csvout import PREFIX_PICK_BYTES, render_csv
 from bbmap.outputs.jsonout import render_json
-from bbmap.testing import render_oracle
+from bbmap.run import annotate
 
 
 def _cases() -> list:

@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 
 import pytest
+from oracles import perf_oracle as oracle
 
 from bbmap.perf import MmapRecord, PerfData, SideRecords
 from bbmap.perf.info import perf_info
-from bbmap.testing import perf_oracle as oracle
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("BBMAP_PERF_CORPUS", ROOT.parent / "shared" / "perf-corpus"))

@@ -15,12 +15,12 @@ import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import perf_oracle as oracle
 
 from bbmap.errors import BBMapError
 from bbmap.formats import perfdata as fmt
 from bbmap.perf import PerfData, SampleBatch
 from bbmap.perf.writer import PerfWriter
-from bbmap.testing import perf_oracle as oracle
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "perf-corpus"
 REAL = [SHARED / n for n in ("perf.data.branch-4.14", "perf.data.group_desc-4.14",

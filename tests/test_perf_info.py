@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from oracles import perf_oracle as oracle
 
 from bbmap.cli import main
 from bbmap.formats import perfdata as fmt
 from bbmap.perf.info import perf_info
 from bbmap.perf.writer import PerfWriter
-from bbmap.testing import perf_oracle as oracle
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "perf-corpus"
 

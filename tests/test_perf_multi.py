@@ -7,10 +7,10 @@ from __future__ import annotations
 import struct
 
 import pytest
+from oracles import perf_oracle as oracle
 
 from bbmap.formats import perfdata as fmt
 from bbmap.perf import PerfData
-from bbmap.testing import perf_oracle as oracle
 
 ST_BASE = fmt.S_IDENTIFIER | fmt.S_IP | fmt.S_TID | fmt.S_TIME | fmt.S_PERIOD
 

@@ -9,9 +9,10 @@ import pytest
 from construct import ConstructError
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles.side_construct import decode_side_construct
 
 from bbmap.formats import perfdata as fmt
-from bbmap.perf.side import decode_side, decode_side_construct
+from bbmap.perf.side import decode_side
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "perf-corpus"
 SIDE = [fmt.REC_MMAP, fmt.REC_MMAP2, fmt.REC_COMM, fmt.REC_FORK, fmt.REC_EXIT]

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import perf_oracle as oracle
 
 from bbmap.formats import perfdata as fmt
 from bbmap.perf import PerfData, SampleBatch
 from bbmap.perf.writer import PerfWriter
-from bbmap.testing import perf_oracle as oracle
 
 needs_perf = pytest.mark.skipif(not oracle.have_perf(), reason="perf is not installed")
 

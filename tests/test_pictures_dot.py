@@ -105,6 +105,6 @@ def test_quote():
 @needs_corpus
 def test_deterministic():
     _, perf, binary = CASES[0]
-    from bbmap.aggregate import annotate
+    from bbmap.run import annotate
 
     assert render_dot(annotate([perf], binary)) == render_dot(result_of(perf, binary))

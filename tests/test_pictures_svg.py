@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from helpers import CASES, EH, LBR, NS, function_blocks, needs_corpus, pictures, result_of
 
-from bbmap.aggregate import annotate
 from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_RETURN
 from bbmap.outputs.picture import HeatScale, luminance
 from bbmap.outputs.svg import esc, render_svg
+from bbmap.run import annotate
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "corpus")
 

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
 from helpers import CORPUS, load_manifest
+from oracles import perf_oracle as oracle
 
 from bbmap.binary import load_binary
 from bbmap.cfg import recover_cfg
 from bbmap.formats import perfdata as fmt
 from bbmap.perf import PerfData
-from bbmap.testing import perf_oracle as oracle
 
 MANIFEST = load_manifest()
 BINARIES = {b["name"]: CORPUS / b["path"] for b in MANIFEST["binaries"]}

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 from helpers import CORPUS, corpus_binary
-
-from bbmap.testing import perf_oracle as oracle
+from oracles import perf_oracle as oracle
 
 sys.path.insert(0, str(CORPUS / "tools"))
 import lbr  # noqa: E402

@@ -47,11 +47,11 @@ def cli(*args: str) -> tuple[int, bytes, str]:
 
 
 def build(perf: str, binary: str, **kw):  # noqa: ANN201 - (result, doc, data, html)
-    from bbmap.aggregate import annotate
     from bbmap.cli.report import has_pgo_map
     from bbmap.layout.plan import plan_layout
     from bbmap.outputs.jsonout import render_json_bytes
     from bbmap.outputs.report_html import render_report_html, report_data
+    from bbmap.run import annotate
     from bbmap.verify.api import judge_profile
 
     result = annotate([perf], binary, cluster_stats=True)
@@ -184,13 +184,13 @@ def test_intervals_are_carried_when_the_result_has_them() -> None:
     the page shows them when present."""
     import numpy as np
 
-    from bbmap.aggregate import annotate
     from bbmap.outputs.report_html import (
         function_json,
         read_report,
         render_report_html,
         report_data,
     )
+    from bbmap.run import annotate
 
     perf, binary = DEMO
     if not os.path.exists(perf):

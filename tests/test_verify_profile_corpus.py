@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bbmap.aggregate import annotate
+from bbmap.run import annotate
 from bbmap.verify.api import judge_profile, verify_profile
 from bbmap.verify.profile import MATCHED, MISMATCHED
 from tests.conftest import CORPUS, corpus_binary

@@ -1,12 +1,12 @@
 """Aggregation: samples and LBR stacks -> per-block counts, edges, and the accounting.
 
-The top-level package re-exports :func:`annotate` as ``bbmap.annotate(paths, binary)``.
+The run that feeds it (read, resolve, count, diagnose, fit, infer) is ``bbmap/run.py``;
+the top-level package re-exports its :func:`~bbmap.run.annotate` as ``bbmap.annotate``.
 """
 
 from __future__ import annotations
 
-from bbmap.aggregate.api import Annotator, annotate, apply_inference, expand_inputs
+from bbmap.aggregate.annotator import Annotator
 from bbmap.aggregate.result import AnnotateResult
 
-__all__ = ["annotate", "apply_inference", "AnnotateResult", "Annotator", "expand_inputs"]
-
+__all__ = ["AnnotateResult", "Annotator"]

@@ -13,18 +13,8 @@ import numpy as np
 
 from bbmap.buckets import BRANCH_BUCKETS, BUCKETS, OTHER_DSO
 
-
 # Where an address ended up (the resolver's code) is also the bucket index: one enumeration
-# for the mapping layer, the index and accounting, declared in bbmap.buckets (importable
-# from here too, as round-1 code did).
-def __getattr__(name: str):  # noqa: ANN202
-    from bbmap import buckets
-
-    if hasattr(buckets, name) and name.isupper():
-        return getattr(buckets, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
+# for the mapping layer, the index and accounting, declared in bbmap.buckets.
 # Why a fall-through range between two consecutive LBR entries was not used.
 RANGE_REASONS = ("valid", "not_in_block", "reversed", "cross_function", "cross_range",
                  "no_fall_through")

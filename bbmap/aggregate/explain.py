@@ -25,10 +25,9 @@ from bbmap.buckets import (
 )
 from bbmap.buildid import build_ids_match
 from bbmap.errors import Diagnostic
+from bbmap.options import Status
 
-STATUS_OK = "ok"
-STATUS_PARTIAL = "partial"
-STATUS_NOTHING = "nothing_mapped"
+STATUS_OK, STATUS_PARTIAL, STATUS_NOTHING = Status.OK, Status.PARTIAL, Status.NOTHING_MAPPED
 
 
 @dataclass

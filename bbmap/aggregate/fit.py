@@ -42,14 +42,15 @@ Only x86 is judged (the disassembler's targets); elsewhere the report says "not 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from bbmap.buckets import IN_BLOCK
+from bbmap.options import MISMATCH_THRESHOLD  # (declared with the options that state it)
 
-MISMATCH_THRESHOLD = 0.30
 MIN_EVIDENCE = 50
 LOCAL_MIN_MISSES = 10
 FIT_SAMPLE = 200_000
@@ -222,8 +223,10 @@ class FitReport:
         return d
 
 
-def judge_fit(binary: Any, fit: FitCollector) -> FitReport:
-    """Disassemble the ranges the collected addresses fall in and score the three measures."""
+def judge_fit(binary: Any, fit: FitCollector,
+              dis: Callable[[], Any] | None = None) -> FitReport:
+    """Disassemble the ranges the collected addresses fall in and score the three measures.
+    ``dis`` makes the run's shared disassembler (by default one is made here)."""
     from bbmap.binary.disasm import (
         CALL,
         CALL_INDIRECT,
@@ -238,7 +241,8 @@ def judge_fit(binary: Any, fit: FitCollector) -> FitReport:
     if not fit.n_ip and not fit.n_br:
         return FitReport(False, "no sampled address in a block")
     try:
-        dis = Disassembler(binary.machine, int(getattr(binary, "elfclass", 64)))
+        dis = dis() if dis is not None else Disassembler(binary.machine,
+                                                         int(binary.elfclass))
     except (BBMapError, ImportError) as e:
         return FitReport(False, str(e))
     m = binary.block_map
@@ -254,7 +258,7 @@ def judge_fit(binary: Any, fit: FitCollector) -> FitReport:
     if not len(starts):
         return FitReport(False, "the sampled code could not be disassembled")
     fr = np.searchsorted(m.range_block_ptr, np.arange(m.num_blocks), side="right") - 1
-    block_start = (m.range_base[fr] + m.block_offset).astype(np.uint64)
+    block_start = m.block_starts()
     rep = FitReport(True)
     func_of_block = np.searchsorted(m.func_range_ptr, fr, side="right") - 1
     names = list(m.func_name)
@@ -315,12 +319,9 @@ def _instructions(binary: Any, m: Any, ranges: np.ndarray, dis: Any
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Sorted instruction starts (and kinds) of the given map ranges, by linear sweep from
     each range base, resynchronised at block starts as verify and the CFG do."""
-    data = getattr(binary, "_mm", None)
-    if data is None:
-        with open(binary.path, "rb") as fh:
-            data = fh.read()
+    data = binary.data
     view = memoryview(data)
-    execs = [s for s in binary.sections if s.is_exec and s.sh_type != 8]
+    execs = binary.code_sections()
     addr: list[np.ndarray] = []
     kind: list[np.ndarray] = []
     for r in ranges.tolist():

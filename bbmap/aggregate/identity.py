@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from bbmap.buildid import build_ids_match
 from bbmap.errors import BBMapError
@@ -69,8 +70,11 @@ def _same_inode(st: os.stat_result, inode: tuple[int, int, int, int]) -> bool | 
     return st.st_ino == ino
 
 
-def resolve(files: list[ProfiledFile], binary_path: str, debug_dirs=()) -> None:
-    """Fill what can be found of each profiled file (in place); never raises."""
+def resolve(files: list[ProfiledFile], binary_path: str, debug_dirs=(),
+            loaded: Any = None) -> None:
+    """Fill what can be found of each profiled file (in place); never raises.  ``loaded``:
+    the binary the run opened, read again only through this object (a profile recorded
+    from the binary's own path does not open it a second time)."""
     dirs = [*debug_dirs, perf_buildid_dir(), *DEFAULT_BUILD_ID_DIRS]
     for pf in files:
         path = pf.filename
@@ -86,7 +90,12 @@ def resolve(files: list[ProfiledFile], binary_path: str, debug_dirs=()) -> None:
                     pf.inode_now = None if same is None else ("same" if same else "replaced")
             except OSError:
                 pass
-            got = _identity(path)
+            got = None
+            if loaded is not None and pf.path_is_the_binary:
+                with contextlib.suppress(BBMapError, OSError):
+                    got = _ids(loaded)
+            else:
+                got = _identity(path)
             if got is not None:
                 pf.path_build_id, pf.path_go_build_id, go_version = got
                 sure = (build_ids_match(pf.path_build_id, pf.recorded_build_id)
@@ -116,10 +125,15 @@ def _identity(path: str) -> tuple[str | None, str | None, str | None] | None:
 
     try:
         with load_binary(path) as b:
-            go = b.go
-            return b.build_id, go.build_id if go else None, go.version if go else None
+            return _ids(b)
     except (BBMapError, OSError):
         return None
+
+
+def _ids(b: Any) -> tuple[str | None, str | None, str | None]:
+    """A binary's build-id, Go build id and Go version."""
+    go = b.go
+    return b.build_id, go.build_id if go else None, go.version if go else None
 
 
 def go_ids_text(pf: ProfiledFile, binary_name: str, binary_go_id: str | None) -> str:

@@ -67,8 +67,7 @@ class BlockGeometry:
         b = np.arange(B, dtype=np.int64)
         rng = (np.searchsorted(m.range_block_ptr, b, side="right") - 1).astype(np.int64)
         fn = (np.searchsorted(m.func_range_ptr, rng, side="right") - 1).astype(np.int64)
-        start = (m.range_base[rng] + m.block_offset).astype(np.uint64) if B else np.zeros(
-            0, np.uint64)
+        start = m.block_starts()
         first = m.range_block_ptr[m.func_range_ptr[:-1]].astype(np.int64)
         nblocks = (m.range_block_ptr[m.func_range_ptr[1:]] - first) if m.num_functions else first
         entry = np.where(nblocks > 0, first, -1)

@@ -19,7 +19,7 @@ from bbmap.buckets import IN_BLOCK, IN_FUNCTION_NO_BLOCK, OTHER_DSO, OUTSIDE_FUN
 
 @dataclass
 class Resolved:
-    where: np.ndarray  # i1 bucket code (accounting.IN_BLOCK ... UNMAPPED)
+    where: np.ndarray  # i1 bucket code (bbmap.buckets: IN_BLOCK ... UNMAPPED)
     vaddr: np.ndarray  # u8 ELF vaddr (meaningful where the address is in the binary)
     block: np.ndarray  # i8 global block index, -1 if none
     func: np.ndarray  # i4 block-map function index, -1 if none

@@ -8,6 +8,7 @@ nothing to say), but list *all* blocks of those functions so layout tools see ev
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.errors import Diagnostic
 from bbmap.formats.bbaddrmap import MD_NAMES
 from bbmap.model import BlockMap
+from bbmap.options import FAILED_STATUSES, Status
 
 JSON_FORMAT_VERSION = 1
 
@@ -76,7 +78,7 @@ class AnnotateResult:
     edge_count: np.ndarray
     has_lbr: bool
     warnings: list[Diagnostic] = field(default_factory=list)
-    status: str = "ok"  # "ok" | "partial" | "nothing_mapped" | "refused" (does not fit)
+    status: Status = Status.OK
     block_start: np.ndarray | None = None  # u8 absolute block addresses
     cluster: ClusterMoments | None = None  # per-stack moments (annotate(cluster_stats=True))
     # instruction-address traces and the IP histogram (BOLT's formats; spec/bolt.md)
@@ -100,6 +102,12 @@ class AnnotateResult:
     # about this machine, not the inputs (a damaged disassembly cache): said on stderr by
     # the CLI, never written into a report (outputs depend on the inputs only)
     notices: list[str] = field(default_factory=list)
+    # carried from a profile of another build (bbmap.stale.carry.CarryReport), else None
+    carried: Any = None
+    # the bbmap.binary.Binary the run loaded (bbmap.run.Session): renderers that read the
+    # file's bytes take it from here instead of opening the file again; None for a result
+    # built by hand
+    loaded: Any = field(default=None, repr=False, compare=False)
 
     @property
     def has_counts(self) -> bool:
@@ -116,18 +124,12 @@ class AnnotateResult:
     def failed(self) -> bool:
         """True when the output would be wrong, incomplete or empty (the CLI exits 1):
         nothing mapped, or an input had an error (a damaged profile or block map)."""
-        return self.status in ("nothing_mapped", "refused") or any(d.severity == "error"
-                                                      for d in self.warnings)
+        return self.status in FAILED_STATUSES or any(d.severity == "error"
+                                                     for d in self.warnings)
 
     def block_flags(self, b: int) -> list[str]:
         md = int(self.block_map.block_md[b])
         return [n for n, bit in MD_NAMES.items() if md & bit]
-
-    def edge_endpoint(self, b: int, own_key: int) -> int | str:
-        """A block ID inside the function, ``name:id`` in another one."""
-        k = int(self._block_key[b])
-        bid = int(self.block_map.block_id[b])
-        return bid if k == own_key else f"{self.functions.names[k]}:{bid}"
 
     @property
     def _block_key(self) -> np.ndarray:

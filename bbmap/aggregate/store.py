@@ -7,7 +7,7 @@ the per-profile provenance is a list kept in one canonical order (path, size, sh
 ``merge`` is associative and commutative and the merged file is byte-identical whatever
 the order and grouping of its inputs.  Derived data (inferred counts, the diagnosis, the
 JSON view) is never stored: it is computed from the merged raw counts when a result is
-made (``bbmap.aggregate.api.Session``), so a merged aggregate gives the same answer as one
+made (``bbmap.run.Session``), so a merged aggregate gives the same answer as one
 ``annotate`` of all the profiles.
 
 pyarrow is imported only by :func:`write_aggregate` / :func:`read_aggregate` (the
@@ -181,7 +181,7 @@ class Aggregate:
     dso_samples: dict[str, int]
     dso_branches: dict[str, int]
     profiles: list[ProfileRecord]
-    # instruction-address traces and IP histogram (BOLT's formats, issue 14), or None when
+    # instruction-address traces and IP histogram (BOLT's formats, spec/bolt.md), or None when
     # not collected; additive (AddressProfile.merge sums equal keys, keys sorted)
     addresses: AddressProfile | None = None
     # the file's readable columns (names, block IDs, addresses): from the binary, for the
@@ -310,7 +310,7 @@ def _empty_cluster_edges() -> Sparse:
 def from_annotator(ann, records: list[ProfileRecord], *, build_id: str | None,  # noqa: ANN001
                    binary_sha256: str, binary_name: str, options: dict,
                    go_build_id: str | None) -> Aggregate:
-    """The additive state of a :class:`bbmap.aggregate.api.Annotator` as an Aggregate."""
+    """The additive state of a :class:`bbmap.aggregate.annotator.Annotator` as an Aggregate."""
     s, a = ann.samples, ann.acct
     count, ft, ekeys, ecounts = ann.branches.raw_counts()
     cols = {"samples": s.block_samples.astype(np.int64),

@@ -490,7 +490,7 @@ class SweptRows:
 def swept_sections(sections: list) -> list:
     """The sections a sweep may read: executable, with contents in the file (not
     NOBITS).  The disassembly cache keys its entries by their headers and bytes."""
-    return [s for s in sections if s.is_exec and s.sh_type != 8]
+    return [s for s in sections if s.is_code]
 
 
 def sweep_rows(dis: Disassembler, data: bytes | memoryview, sections: list,

@@ -1,6 +1,6 @@
 """A disk cache of the CFG sweep's disassembly, keyed by what the binary is, like perf's
 build-id cache (``~/.debug``): the second ``annotate`` with inference of one binary skips
-capstone (issue 17: the sweep is ~0.1 s of a 500k-sample annotate on a 20,000-function
+capstone (the sweep is ~0.1 s of a 500k-sample annotate on a 20,000-function
 binary, ~0.3 s under load).
 
 What an entry holds is exactly what :func:`bbmap.binary.disasm.sweep_rows` returns for

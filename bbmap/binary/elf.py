@@ -81,7 +81,7 @@ DEFAULT_DEBUG_DIRS = ("/usr/lib/debug",)
 DEBUGLINK_SECTION = ".gnu_debuglink"
 
 # How large a compressed section may declare itself once inflated (spec/binary.md,
-# "Bounded memory"; issue 18).  Decoding a block map costs ~10x its inflated size (a token
+# "Bounded memory").  Decoding a block map costs ~10x its inflated size (a token
 # index and value per byte), so the declared size is what bounds memory:
 MAX_SECTION_SIZE = 1 << 30  # never more than 1 GiB ...
 MAX_INFLATE_RATIO = 32  # ... nor 32x the compressed bytes: real maps deflate 2x (sqlite),
@@ -142,6 +142,7 @@ class Binary:
         self.decoder = decoder
         self.debug_dirs = tuple(debug_dirs)
         self.diagnostics = Diagnostics()
+        self._disassembler = None  # disassembler(): made on first use
         try:
             self._fh = open(self.path, "rb")  # noqa: SIM115 - lives as long as the object
         except OSError as e:
@@ -257,6 +258,30 @@ class Binary:
     @property
     def address_size(self) -> int:
         return 8 if self.elfclass == 64 else 4
+
+    @property
+    def data(self) -> mmap.mmap:
+        """The whole file, mapped read-only (valid until :meth:`close`): slice it, or
+        wrap it in a ``memoryview``, to read bytes without copying the file."""
+        return self._mm
+
+    def read(self, offset: int, size: int) -> bytes:
+        """``size`` bytes of the file from ``offset`` (fewer past its end)."""
+        return bytes(self._mm[offset:offset + size])
+
+    def disassembler(self):  # noqa: ANN201 - a bbmap.binary.disasm.Disassembler
+        """The one disassembler of this binary (made on first use; capstone is loaded and
+        configured once however many phases read the code: fit, CFG, BOLT's tables)."""
+        if self._disassembler is None:
+            from bbmap.binary.disasm import Disassembler
+
+            self._disassembler = Disassembler(self.machine, int(self.elfclass))
+        return self._disassembler
+
+    def code_sections(self) -> list[SectionInfo]:
+        """The executable sections with contents in the file (``SectionInfo.is_code``), in
+        header order: every section a disassembler sweeps."""
+        return [s for s in self.sections if s.is_code]
 
     def _section_headers(self):
         """(header, name) per section, without building pyelftools Section objects

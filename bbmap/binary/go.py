@@ -12,8 +12,8 @@ which flag makes matching exact.
 It also reads the runtime's function table (``.gopclntab``), which ``-ldflags=-s`` keeps:
 a stripped Go binary still has every function's name and extent, so bbmap can attribute
 samples by function where ``perf report`` shows only addresses.  The table is read with
-numpy (:func:`pclntab_functions`); :func:`pclntab_functions_ref` reads it record by record
-with the construct declarations and the tests hold the two equal.
+numpy (:func:`pclntab_functions`); the tests hold it equal to a record-by-record read
+with the construct declarations (``tests/oracles/pclntab_ref.py``).
 """
 
 from __future__ import annotations
@@ -48,8 +48,6 @@ from bbmap.formats.go import (
     READ_MAGICS,
     BuildInfoHeader,
     BuildInfoInline,
-    func_prefix_struct,
-    functab_struct,
     note_struct,
     pclntab_header_size,
     pclntab_header_struct,
@@ -179,7 +177,7 @@ def _go_note(binary: Any, diags: Diagnostics) -> str | None:
         for i, g in enumerate(binary.segments):
             if g.p_type == PT_NOTE:
                 blobs.append((f"PT_NOTE segment [{i}]",
-                              bytes(binary._mm[g.p_offset:g.p_offset + g.p_filesz])))
+                              binary.read(g.p_offset, g.p_filesz)))
     for where, data in blobs:
         pos = 0
         while pos + 12 <= len(data):
@@ -218,7 +216,7 @@ def _build_info(binary: Any, diags: Diagnostics) -> GoBuildInfo | None:
             return None
         g = segs[0]
         where = "first writable PT_LOAD"
-        data = bytes(binary._mm[g.p_offset:g.p_offset + g.p_filesz])
+        data = binary.read(g.p_offset, g.p_filesz)
         start = -1
         pos = data.find(BUILDINFO_MAGIC)
         while pos >= 0:
@@ -346,7 +344,7 @@ def _read_vaddr(binary: Any, vaddr: int, size: int) -> bytes | None:
     for g in binary.segments:
         if g.p_type == PT_LOAD and g.p_vaddr <= vaddr and vaddr + size <= g.p_vaddr + g.p_filesz:
             off = g.p_offset + vaddr - g.p_vaddr
-            return bytes(binary._mm[off:off + size])
+            return binary.read(off, size)
     return None
 
 
@@ -356,7 +354,7 @@ def _search_pclntab(binary: Any) -> tuple[bytes, str, int] | None:
     for i, g in enumerate(binary.segments):
         if g.p_type != PT_LOAD or g.p_flags & PF_X or not g.p_filesz:
             continue
-        seg = bytes(binary._mm[g.p_offset:g.p_offset + g.p_filesz])
+        seg = binary.read(g.p_offset, g.p_filesz)
         for magic in magics:
             pos = seg.find(magic)
             while pos >= 0:
@@ -473,23 +471,6 @@ def _c_strings(data: bytes, raw: np.ndarray, starts: np.ndarray, where: int) -> 
     ends = nul[k]
     return [data[a:b].decode("utf-8", "replace") for a, b in zip(starts.tolist(), ends.tolist())]
 
-
-def pclntab_functions_ref(data: bytes, little: bool, text_addr: int | None = None
-                          ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """The same as :func:`pclntab_functions`, one construct parse per record (the spec)."""
-    h = _header(data, little)
-    ft = functab_struct(little, int(h.nfunc)).parse(data[h.functab_offset:])
-    fp = func_prefix_struct(little)
-    base = h.text_start if text_addr is None else text_addr
-    addrs, sizes, names = [], [], []
-    ends = [e.entry_off for e in ft.entries[1:]] + [ft.end_off]
-    for e, nxt in zip(ft.entries, ends):
-        rec = fp.parse(data[h.functab_offset + e.func_off:])
-        at = h.funcname_offset + rec.name_off
-        names.append(data[at:data.index(b"\0", at)].decode("utf-8", "replace"))
-        addrs.append(base + e.entry_off)
-        sizes.append(nxt - e.entry_off)
-    return np.array(addrs, np.uint64), np.array(sizes, np.uint64), names
 
 
 # ---------------------------------------------------------------- build ids

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# (PF_* and PT_LOAD are re-exported: tests and round-1 callers import them from here)
+# (PF_* and PT_LOAD are re-exported: tests import them from here)
 from bbmap.formats.elf import (  # noqa: F401
     PF_R,
     PF_W,
@@ -15,6 +15,7 @@ from bbmap.formats.elf import (  # noqa: F401
     PT_LOAD,
     SHF_ALLOC,
     SHF_EXECINSTR,
+    SHT_NOBITS,
 )
 
 # a part of a function split by basic-block sections (``foo.cold``, ``foo.__part.3``)
@@ -57,6 +58,16 @@ class SectionInfo:
     @property
     def is_exec(self) -> bool:
         return bool(self.sh_flags & SHF_EXECINSTR) and bool(self.sh_flags & SHF_ALLOC)
+
+    @property
+    def has_contents(self) -> bool:
+        """Whether the section's bytes are in the file (every type but ``SHT_NOBITS``)."""
+        return self.sh_type != SHT_NOBITS
+
+    @property
+    def is_code(self) -> bool:
+        """Executable, with its instructions in the file: what a disassembler may read."""
+        return self.is_exec and self.has_contents
 
 
 def parent_name(name: str) -> str:

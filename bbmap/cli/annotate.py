@@ -10,14 +10,14 @@ import click
 from bbmap.cli import guarded, main
 from bbmap.cli.options import output_option, write_output
 from bbmap.cli.profile_args import (
-    annotate_kwargs,
     exit_if_failed,
     profile_options,
+    run_options,
     split_inputs,
 )
-
-FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate", "fdata", "bolt-preagg")
-BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (spec/bolt.md)
+from bbmap.cli.stale_args import annotate_any, refuse_format, stale_options
+from bbmap.options import ANNOTATE_FORMATS as FORMATS
+from bbmap.options import BOLT_FORMATS, Status
 
 
 @main.command("annotate", short_help="Count a profile's samples and branches per basic block.")
@@ -25,8 +25,10 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="text report, JSON/CSV per-block data, Propeller cluster file, lld "
                    "symbol-ordering file, a mergeable Parquet aggregate (needs -o; "
-                   "pip install 'bbmap[fleet]'), BOLT's fdata (as perf2bolt writes it) or "
-                   "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa); default: from -o's "
+                   "pip install 'bbmap[fleet]'), BOLT's fdata (as perf2bolt writes it), "
+                   "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa) or clang 22's "
+                   "match-infer profile (counts and block hashes; spec/stale.md); default: "
+                   "from -o's "
                    "extension (.json, .csv, .parquet, .fdata), else text")
 @output_option()
 @click.option("--top", type=click.IntRange(min=0), default=None, metavar="N",
@@ -37,9 +39,11 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")  # written from the address aggregates (
               help="an unreadable profile does not stop the run: it is named with its error "
                    "and the exit code is 1")
 @profile_options
+@stale_options
 @guarded
 def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
                  top: int | None, cluster_version: str, keep_going: bool,
+                 profiled_binary: str | None = None, carry_report: str | None = None,
                  **profile: Any) -> None:
     """Map the samples of PERF_DATA (files or @listfiles, merged) to BINARY's basic blocks.
 
@@ -51,12 +55,13 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
       perf record -e cpu-clock -o perf.data -- ./app
       bbmap annotate perf.data ./app -o blocks.json   # JSON, from the extension
     """
-    from bbmap.aggregate import annotate
     from bbmap.cli.options import format_from_output
+    from bbmap.run import render
 
     fmt = format_from_output(fmt, output, FORMATS, "text")
 
     perf_paths, binary = split_inputs(inputs, "bbmap annotate perf.data ./binary")
+    refuse_format(fmt, profiled_binary)
     progress = _progress_bar() if sys.stderr.isatty() else None
     if fmt == "aggregate":
         try:
@@ -65,22 +70,21 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
             if progress:
                 progress.close()
         return
-    kwargs = annotate_kwargs(**profile)
+    opts = run_options(**profile).replace(keep_going=keep_going)
     from bbmap.memory import keep_freed_memory
 
     keep_freed_memory()  # batches' and slices' temporaries reuse the heap (bbmap/memory.py)
     if fmt in BOLT_FORMATS:  # instruction addresses, not inferred block counts
-        kwargs.update(address_only=True, inference="off")
+        opts = opts.replace(address_only=True, inference="off")
     try:
-        result = annotate(perf_paths, binary, **kwargs,
-                          progress=progress.update if progress else None,
-                          keep_going=keep_going)
+        result = annotate_any(perf_paths, binary, profiled_binary, carry_report, opts,
+                              progress=progress.update if progress else None)
     finally:
         if progress:
             progress.close()
-    text = _render(result, fmt, top, int(cluster_version), output is None,
-                   debug_dirs=kwargs["debug_dirs"])
-    if result.status != "refused":  # does not fit the binary: nothing written (the evidence
+    text = render(result, fmt, top=top, cluster_version=int(cluster_version),
+                  tty=output is None and sys.stdout.isatty())
+    if result.status != Status.REFUSED:  # does not fit the binary: nothing written (the evidence
         write_output(text, output)  # below)
     if fmt in BOLT_FORMATS or fmt in ("json", "csv", "text"):  # output complete; no
         # thread, temporary file or cache left (the disassembly cache, when inference ran,
@@ -95,46 +99,18 @@ def _write_aggregate(perf_paths: list[str], binary: str, output: str | None,
                      keep_going: bool, progress: Any, profile: dict[str, Any]) -> None:
     """``--format aggregate``: the raw counts and provenance as Parquet (spec/aggregate.md);
     derived data (inference, diagnosis) is made when the aggregate is read."""
-    from bbmap.aggregate.api import Session, expand_inputs
-    from bbmap.cli.profile_args import session_kwargs, write_aggregate_and_exit
+    from bbmap.cli.profile_args import write_aggregate_and_exit
     from bbmap.errors import UsageError
+    from bbmap.run import Session, expand_inputs
 
     if not output:
         raise UsageError("--format aggregate writes a Parquet file: give it with -o FILE")
-    session = Session(binary, **session_kwargs(**profile), keep_going=keep_going,
+    counting = run_options(**profile).counting()
+    session = Session(binary, **counting, keep_going=keep_going,
                       cluster_stats=True, hash_profiles=True, addresses=True)
     session.add_all(expand_inputs(perf_paths), progress=progress.update if progress else None)
     agg = session.aggregate()
-    write_aggregate_and_exit(agg, output, binary, session_kwargs(**profile))
-
-
-def _render(result, fmt: str, top: int | None, cluster_version: int, tty: bool,  # noqa: ANN001
-            debug_dirs: tuple[str, ...] = ()) -> str | bytes:
-    if fmt in BOLT_FORMATS:
-        from bbmap.binary import load_binary
-        from bbmap.outputs.bolt import render_fdata, render_preagg
-
-        b = load_binary(result.binary, debug_dirs=debug_dirs)
-        return render_fdata(result, b) if fmt == "fdata" else render_preagg(result, b)
-    if fmt == "json":
-        from bbmap.outputs.jsonout import render_json_bytes
-        return render_json_bytes(result, top=top or None)
-    if fmt == "csv":
-        from bbmap.outputs.csvout import render_csv_bytes
-        return render_csv_bytes(result, top=top or None)
-    if fmt == "propeller":
-        from bbmap.outputs.propeller import render_propeller
-        return render_propeller(result, version=cluster_version)
-    if fmt == "symorder":
-        from bbmap.outputs.propeller import render_symorder
-        return render_symorder(result)
-    import shutil
-
-    from bbmap.outputs.text import render_text
-    term = tty and sys.stdout.isatty()  # a person at a terminal: rich tables, colour
-    width = shutil.get_terminal_size((120, 40)).columns if term else 120
-    return render_text(result, top=20 if top is None else (top or 10**9), width=max(width, 80),
-                       color=term, rich=term)
+    write_aggregate_and_exit(agg, output, binary, counting)
 
 
 class _progress_bar:  # noqa: N801 - used like a function
@@ -171,7 +147,7 @@ class _progress_bar:  # noqa: N801 - used like a function
         self._p.update(self._task, description=path, samples=done,
                        completed=0 if fraction is None else round(1000 * fraction))
 
-    update.takes_fraction = True  # type: ignore[attr-defined]  # (bbmap.aggregate.api)
+    update.takes_fraction = True  # type: ignore[attr-defined]  # (bbmap.run)
 
     def close(self) -> None:
         if self._task is not None:

@@ -11,12 +11,13 @@ import click
 from bbmap.cli import guarded, main
 from bbmap.cli.options import output_option
 from bbmap.cli.profile_args import (
-    annotate_kwargs,
     exit_if_failed,
     profile_options,
+    run_options,
     split_inputs,
 )
 from bbmap.errors import BBMapError, UsageError
+from bbmap.options import Status
 
 FORMATS = ("svg", "dot")
 
@@ -48,22 +49,22 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
     Example:
       bbmap cfg perf.data ./app --function main -o main.svg
     """
-    from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
+    from bbmap.run import annotate
 
     perf_paths, binary = split_inputs(inputs, "bbmap cfg perf.data ./binary -o out.svg")
     if fmt is None:
         fmt = "dot" if output.lower().endswith((".dot", ".gv")) else "svg"
-    result = annotate(perf_paths, binary, **annotate_kwargs(**profile))
+    result = annotate(perf_paths, binary, options=run_options(**profile))
     keys = find_functions(result, functions, binary) if functions else None
-    labels = range_labels(binary, profile["debug_dirs"])
+    labels = range_labels(result)
     if fmt == "dot":
         from bbmap.outputs.dot import render_dot
         text = render_dot(result, keys, top=top, heat=heat, range_labels=labels)
     else:
         from bbmap.outputs.svg import render_svg
         text = render_svg(result, keys, top=top, heat=heat, range_labels=labels)
-    if result.status == "refused":  # does not fit the binary: nothing written
+    if result.status == Status.REFUSED:  # does not fit the binary: nothing written
         exit_if_failed(result)
     write_atomic(output, text)
     exit_if_failed(result)
@@ -118,14 +119,14 @@ def _closest(q: str, candidates: list[str]) -> str:
     return "closest: " + ", ".join(near[:5])
 
 
-def range_labels(binary: str, debug_dirs: tuple[str, ...] = ()) -> dict[int, str]:
+def range_labels(result: Any) -> dict[int, str]:
     """Part suffix (``.cold``, ``.__part.1``) of the symbol at each address, to name the
-    ranges of split functions; empty if the symbols cannot be read."""
-    from bbmap.binary import load_binary
+    ranges of split functions, from the binary the run loaded; empty if the symbols
+    cannot be read."""
     from bbmap.binary.types import parent_name
 
     try:
-        syms = load_binary(binary, debug_dirs=debug_dirs, demangle=False).symbols
+        syms = result.loaded.symbols
     except (BBMapError, OSError):
         return {}
     out: dict[int, str] = {}

@@ -35,7 +35,7 @@ def dump_cmd(binary: str, as_json: bool, no_demangle: bool, output: str | None,
     # A dump makes millions of objects that all live until the output is written, and no
     # cycles worth collecting: the collector's passes over them (and over the modules
     # being imported) cost ~6 % of a 20,000-function dump's CPU and ~10 % of a
-    # 100,000-function one's (notes of issue 17, session 4).  Restored for library and
+    # 100,000-function one's).  Restored for library and
     # test callers.
     collecting = gc.isenabled()
     gc.disable()

@@ -57,7 +57,7 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
     Example:
       bbmap fleet 'profiles/*.data' ./app --local-workers 4 -o fleet.parquet
     """
-    from bbmap.cli.profile_args import session_kwargs, write_aggregate_and_exit
+    from bbmap.cli.profile_args import run_options, write_aggregate_and_exit
     from bbmap.errors import UsageError
     from bbmap.fleet.run import expand_profiles, run_fleet
 
@@ -68,7 +68,8 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
         raise UsageError("--scheduler and --local-workers exclude each other")
     *profs, binary = inputs
     paths = expand_profiles(profs)
-    opts = session_kwargs(**profile)
+    ro = run_options(**profile)
+    opts = ro.counting()
     show = sys.stderr.isatty() if progress is None else progress
     bar = _Bar() if show else None
     try:
@@ -91,15 +92,14 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
         click.echo(f"bbmap: {line}", err=True)
 
     def write_json() -> None:
-        from bbmap.aggregate.api import Session
         from bbmap.atomic import write_atomic
         from bbmap.outputs.jsonout import render_json
+        from bbmap.run import Session
 
         s = Session(binary, **opts)
         s.add_aggregate(run.aggregate, output)
         write_atomic(json_out, render_json(s.result(
-            inference=profile["inference"], solver=profile["inference_solver"],
-            sample_model=profile.get("sample_model", "auto"))))
+            inference=ro.inference, solver=ro.solver, sample_model=ro.sample_model)))
 
     write_aggregate_and_exit(run.aggregate, output, binary, opts,
                             (write_json,) if json_out else ())

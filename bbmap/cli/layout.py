@@ -9,12 +9,14 @@ import click
 from bbmap.cli import guarded, main
 from bbmap.cli.options import OutputFile, output_option, write_output
 from bbmap.cli.profile_args import (
-    annotate_kwargs,
     exit_if_failed,
     profile_options,
+    run_options,
     split_inputs,
 )
+from bbmap.cli.stale_args import annotate_any, stale_options
 from bbmap.errors import UsageError
+from bbmap.options import Status
 
 
 @main.command("layout",
@@ -50,11 +52,13 @@ from bbmap.errors import UsageError
               help="the report as JSON; default with -o NAME.json")
 @output_option()
 @profile_options
+@stale_options
 @guarded
 def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str | None,
                params: str, cluster_version: str, verbose: bool, layout_only: bool,
                split_only: bool, function_order: str, loop_alignment: str, as_json: bool,
-               output: str | None,
+               output: str | None, profiled_binary: str | None = None,
+               carry_report: str | None = None,
                **profile: Any) -> None:
     """Lay out BINARY's hot code from the branch profile in PERF_DATA (files or
     @listfiles, merged): Ext-TSP block order, hot/cold splitting, call-chain function
@@ -69,7 +73,6 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     from bbmap.cli.options import json_from_output
 
     as_json = json_from_output(as_json, output)
-    from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
     from bbmap.layout.plan import plan_layout
     from bbmap.outputs.propeller import (
@@ -84,11 +87,12 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
                          "without splitting, the other splits without reordering)")
     perf_paths, binary = split_inputs(inputs, "bbmap layout perf.data ./binary "
                                                       "--cc-profile cc.txt --ld-profile ld.txt")
-    result = annotate(perf_paths, binary, **annotate_kwargs(**profile))
+    result = annotate_any(perf_paths, binary, profiled_binary, carry_report,
+                          run_options(**profile))
     mode = "layout-only" if layout_only else "split-only" if split_only else "split"
     plan = plan_layout(result, params=params, mode=mode, function_order=function_order,
                        loop_alignment=loop_alignment)
-    if result.status == "refused":  # does not fit the binary: nothing written
+    if result.status == Status.REFUSED:  # does not fit the binary: nothing written
         exit_if_failed(result)
     if cc_profile:  # (a run that maps nothing exits 1: no existing file is replaced)
         write_atomic(cc_profile, render_cc_profile(plan, version=int(cluster_version),

@@ -24,9 +24,9 @@ def merge_cmd(aggregates: tuple[str, ...], output: str) -> None:
     Example:
       bbmap merge day1.parquet day2.parquet -o week.parquet
     """
-    from bbmap.aggregate.api import expand_inputs
     from bbmap.aggregate.store import merge_files, write_aggregate
     from bbmap.cli.profile_args import exit_if_incomplete
+    from bbmap.run import expand_inputs
 
     paths = expand_inputs(list(aggregates))
     agg = merge_files(paths, group=MERGE_GROUP)

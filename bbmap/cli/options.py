@@ -108,7 +108,7 @@ def refuse_output_over_input(output: str | None, inputs: list[str] | tuple[str, 
         return
     for p in inputs:
         if p.startswith("@"):
-            from bbmap.aggregate.api import expand_inputs
+            from bbmap.run import expand_inputs
             try:
                 listed = expand_inputs([p])
             except BBMapError:

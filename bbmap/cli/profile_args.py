@@ -11,8 +11,14 @@ import click
 from bbmap.cli import EXIT_PROBLEMS
 from bbmap.cli.options import debug_dir_option
 from bbmap.errors import UsageError
-
-DUPLICATE_LBR = {"auto": None, "drop": True, "keep": False}  # --duplicate-lbr -> API value
+from bbmap.options import (
+    DUPLICATE_LBR,
+    INFERENCE_MODES,
+    MISMATCH_THRESHOLD,
+    SAMPLE_MODELS,
+    SOLVERS,
+    AnnotateOptions,
+)
 
 _OPTIONS = (
     click.option("--name", "name", default=None, metavar="NAME",
@@ -25,18 +31,18 @@ _OPTIONS = (
                  default="auto", show_default=True,
                  help="the hardware's duplicated newest LBR entry: detect it per batch, or "
                       "always drop / always keep entry 0 when it equals entry 1"),
-    click.option("--inference", type=click.Choice(["off", "auto", "on"]), default="auto",
+    click.option("--inference", type=click.Choice(INFERENCE_MODES), default="auto",
                  show_default=True,
                  help="infer block and edge counts from IP samples over the CFG recovered "
                       "from the binary (min-cost flow): auto = when the profile has no "
                       "branch stacks"),
     click.option("--inference-solver", "inference_solver",
-                 type=click.Choice(["auto", "ortools", "builtin", "scipy"]), default="auto",
+                 type=click.Choice(SOLVERS), default="auto",
                  show_default=True,
                  help="min-cost flow solver: auto = OR-Tools if installed "
                       "(pip install 'bbmap[inference]'), else the built-in one"),
     click.option("--sample-model", "sample_model",
-                 type=click.Choice(["auto", "precise", "time", "insn"]), default="auto",
+                 type=click.Choice(SAMPLE_MODELS), default="auto",
                  show_default=True,
                  help="how inference turns IP samples into executions: auto = by the event "
                       "(precise instruction events such as instructions:pp per instruction, "
@@ -50,7 +56,8 @@ _OPTIONS = (
     click.option("--force", is_flag=True,
                  help="keep a result whose addresses do not fit the binary's instructions "
                       "(sampled IPs off instruction starts, branch sources that are not "
-                      "branches, jump targets mid-block: over 30% is refused)"),
+                      f"branches, jump targets mid-block: over {MISMATCH_THRESHOLD:.0%} is "
+                      "refused)"),
 )
 
 
@@ -69,29 +76,9 @@ def profile_options_besides_debug_dir(fn: Callable[..., Any]) -> Callable[..., A
     return fn
 
 
-def annotate_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
-                    debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
-                    inference_solver: str = "auto", force: bool = False,
-                    event: str | None = None, no_cache: bool = False,
-                    sample_model: str = "auto") -> dict[str, Any]:
-    """The options as ``bbmap.annotate`` keyword arguments (the CLI keeps the disassembly
-    cache unless ``--no-cache``)."""
-    return {"name_override": name, "pid": pid, "demangle": not no_demangle,
-            "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr],
-            "inference": inference, "solver": inference_solver, "force": force,
-            "event": event, "disasm_cache": not no_cache, "sample_model": sample_model}
-
-
-def session_kwargs(*, name: str | None, pid: int | None, no_demangle: bool,
-                   debug_dirs: tuple[str, ...], duplicate_lbr: str, inference: str = "auto",
-                   inference_solver: str = "auto", force: bool = False,
-                   event: str | None = None, no_cache: bool = False,
-                   sample_model: str = "auto") -> dict[str, Any]:
-    """The options that change raw counts, as ``bbmap.aggregate.api.Session`` keyword
-    arguments (inference is derived: made when a result is, not stored in aggregates)."""
-    return {"name_override": name, "pid": pid, "demangle": not no_demangle,
-            "debug_dirs": debug_dirs, "drop_duplicate_newest": DUPLICATE_LBR[duplicate_lbr],
-            "event": event}
+def run_options(**profile: Any) -> AnnotateOptions:
+    """The profile options as the one options object of a run (``bbmap.options``)."""
+    return AnnotateOptions.from_cli(**profile)
 
 
 def exit_if_incomplete(agg: Any) -> None:
@@ -140,7 +127,7 @@ def write_aggregate_and_exit(agg: Any, output: str, binary: str, session_opts: d
         return
     reasons = []
     try:
-        from bbmap.aggregate.api import Session
+        from bbmap.run import Session
 
         s = Session(binary, **session_opts)
         s.add_aggregate(agg, output)

@@ -9,11 +9,12 @@ import click
 from bbmap.cli import guarded, main
 from bbmap.cli.options import output_option
 from bbmap.cli.profile_args import (
-    annotate_kwargs,
     exit_if_failed,
     profile_options,
+    run_options,
     split_inputs,
 )
+from bbmap.options import Status
 
 LAYOUT_TOP = 200
 
@@ -46,18 +47,19 @@ def report_cmd(inputs: tuple[str, ...], output: str, pictures: int, params: str,
     Example:
       bbmap report perf.data ./app -o report.html
     """
-    from bbmap.aggregate import annotate
     from bbmap.atomic import write_atomic
     from bbmap.cli.cfg import range_labels
     from bbmap.outputs.report_html import render_report_html, report_data
+    from bbmap.run import annotate
 
     perf_paths, binary = split_inputs(inputs, "bbmap report perf.data ./binary "
                                               "-o report.html")
-    result = annotate(perf_paths, binary, cluster_stats=True, **annotate_kwargs(**profile))
-    if result.status == "refused":  # does not fit the binary: nothing written
+    result = annotate(perf_paths, binary,
+                      options=run_options(**profile).replace(cluster_stats=True))
+    if result.status == Status.REFUSED:  # does not fit the binary: nothing written
         exit_if_failed(result)
     plan = verdicts = None
-    if result.status != "nothing_mapped":
+    if result.status != Status.NOTHING_MAPPED:
         if not no_layout:
             from bbmap.layout.plan import plan_layout
 
@@ -68,7 +70,7 @@ def report_cmd(inputs: tuple[str, ...], output: str, pictures: int, params: str,
             verdicts = judge_profile(result, binary=binary, profiles=perf_paths)
     data = report_data(result, plan=plan, verdicts=verdicts, pictures=pictures,
                        layout_top=layout_top or None,
-                       range_labels=range_labels(binary, profile["debug_dirs"]))
+                       range_labels=range_labels(result))
     write_atomic(output, render_report_html(data))  # (exit 1: no existing file replaced)
     exit_if_failed(result)
 
@@ -76,7 +78,7 @@ def report_cmd(inputs: tuple[str, ...], output: str, pictures: int, params: str,
 def has_pgo_map(result: Any) -> bool:
     """Does the block map carry any PGO analysis (entry counts, frequencies, branch
     probabilities)?"""
-    from bbmap.model import FEAT_BB_FREQ, FEAT_BR_PROB, FEAT_FUNC_ENTRY_COUNT
+    from bbmap.formats.bbaddrmap import FEAT_BB_FREQ, FEAT_BR_PROB, FEAT_FUNC_ENTRY_COUNT
 
     m = result.block_map
     pgo = FEAT_BB_FREQ | FEAT_BR_PROB | FEAT_FUNC_ENTRY_COUNT

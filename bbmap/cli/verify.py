@@ -69,6 +69,12 @@ def _known_checks(ctx: click.Context, param: click.Parameter, value: tuple[str, 
               help="--profile: judge only this function (repeatable).")
 @click.option("--top", type=int, default=20, show_default=True, metavar="N",
               help="--profile: mismatches listed in text output (JSON lists all).")
+@click.option("--cc-profile", "cc_profile", type=InputFile(), default=None, metavar="FILE",
+              help="check this Propeller cluster file against BINARY instead (exit 1 naming "
+                   "each function whose blocks it misplaces; with --profiled-binary OLD, "
+                   "the build it was made for, also IDs that now name other blocks)")
+@click.option("--profiled-binary", "cc_profiled", type=InputFile(), default=None,
+              metavar="OLD", help="--cc-profile: the build the cluster file was made from")
 @profile_options_besides_debug_dir
 @guarded
 def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool,
@@ -77,6 +83,7 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
                profiles: tuple[str, ...],
                threshold: float | None, freq_factor: float | None,
                confidence: float | None, functions: tuple[str, ...], top: int,
+               cc_profile: str | None = None, cc_profiled: str | None = None,
                **profile: Any) -> None:
     """Check the basic-block address maps in each BINARY against its symbols and code.
 
@@ -98,6 +105,11 @@ def verify_cmd(binaries: tuple[str, ...], checks: tuple[str, ...], as_json: bool
     from bbmap.verify.api import select_checks, verify
     from bbmap.verify.checks import CHECKS
 
+    if cc_profile or cc_profiled:
+        from bbmap.cli.stale_args import verify_clusters
+
+        verify_clusters(binaries, cc_profile, cc_profiled, as_json=as_json, output=output,
+                        debug_dirs=debug_dirs)
     if profiles:
         _profile_mode(binaries, profiles, as_json=as_json, output=output,
                       debug_dirs=debug_dirs, threshold=threshold, freq_factor=freq_factor,
@@ -159,8 +171,8 @@ def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_js
                   functions: tuple[str, ...], top: int, checks: tuple[str, ...],
                   profile: dict[str, Any]) -> None:
     """``verify BINARY --profile PERF_DATA...``: one binary, any number of profiles."""
-    from bbmap.aggregate.api import expand_inputs
-    from bbmap.cli.profile_args import _is_perf_data, annotate_kwargs
+    from bbmap.cli.profile_args import _is_perf_data, run_options
+    from bbmap.run import expand_inputs
     from bbmap.verify.api import verify_profile
 
     if checks:
@@ -178,7 +190,7 @@ def _profile_mode(binaries: tuple[str, ...], profiles: tuple[str, ...], *, as_js
     perf = expand_inputs([*profiles, *extra])
     rep = verify_profile(binary, perf, threshold=threshold, freq_factor=freq_factor,
                          confidence=confidence, functions=list(functions) or None,
-                         **annotate_kwargs(debug_dirs=debug_dirs, **profile))
+                         options=run_options(debug_dirs=debug_dirs, **profile))
     if as_json:
         text = rep.dumps()
     else:

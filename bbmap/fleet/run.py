@@ -46,10 +46,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bbmap.aggregate import store
-from bbmap.aggregate.api import Session, expand_inputs
 from bbmap.aggregate.result import ProfileInfo
 from bbmap.atomic import Terminated
 from bbmap.errors import BBMapError, Diagnostic, UsageError
+from bbmap.run import Session, expand_inputs
 
 BATCH_BYTES = 64 << 20
 BATCH_FILES = 32

@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bbmap.cfg import CFG, S_FALLTHROUGH, T_COND_TAIL_CALL
+from bbmap.formats.bbaddrmap import MD_IS_EH_PAD
 from bbmap.inference.flow import FlowProblem, infer
-from bbmap.inference.intervals import CONFIDENCE, floors, intervals, model_spread
+from bbmap.inference.intervals import CONFIDENCE, ceilings, floors, intervals, model_spread
 from bbmap.inference.weights import (
     HISTOGRAM_MODELS,
     MODEL_ALIASES,
+    PRECISE_BLOCK_INC,
     PRECISE_MODEL,
     SAMPLE_MODEL,
     SAMPLE_MODELS,
@@ -41,10 +43,10 @@ from bbmap.inference.weights import (
     block_evidence,
     block_weights,
     precise_weights,
+    precision_cost_scale,
     skid_evidence,
     unique_starts,
 )
-from bbmap.model import MD_IS_EH_PAD
 
 __all__ = ["PRECISE_MODEL", "SAMPLE_MODEL", "SAMPLE_MODELS", "SKID_MODEL", "TIME_MODEL",
            "WEIGHT_SCALE", "Inferred", "Quality", "block_weights", "infer_counts"]
@@ -104,6 +106,8 @@ class Inferred:
     block_high: np.ndarray | None = None
     edge_low: np.ndarray | None = None
     edge_high: np.ndarray | None = None
+    # per global block: the samples' floor raised its count above its weight
+    block_floored: np.ndarray | None = None
 
 
 def _propagate(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -119,39 +123,62 @@ def _propagate(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray
     return reach
 
 
+# rounds of call-site evidence: a function no sample hit is still entered as often as the
+# blocks that call it ran, and so are its own callees, to this depth
+CALL_DEPTH = 3
+
+
 def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                  model: str | None = None, functions: np.ndarray | None = None,
                  edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                  weights: tuple[np.ndarray, np.ndarray] | None = None,
-                 ip: tuple[np.ndarray, np.ndarray] | None = None) -> Inferred:
+                 ip: tuple[np.ndarray, np.ndarray] | None = None,
+                 unknown: np.ndarray | None = None) -> Inferred:
     """Infer counts for every block-map function with samples in its blocks (or the
     ``functions`` given).  ``ip`` is the IP histogram (ELF vaddrs, samples at each) of the
     same samples: with it the sample model is ``model`` (``precise`` or ``time``, what the
     event calls for: :func:`bbmap.inference.events.profile_model`; default ``time``),
     without it ``insn``.  ``edge_counts`` (from, to, count; global blocks) adds observed
-    edge weights, e.g. sparse LBR, in the same weight units.
+    edge weights, e.g. sparse LBR, in the same weight units.  ``unknown`` (bool per block)
+    marks blocks the samples say nothing about (a block of a new build no block of the
+    profiled build matched, bbmap.stale): their zero is no evidence, the flow decides.
 
-    Two passes.  A function is entered as often as its call sites run: every inferred
-    function with direct calls (or unconditional tail calls) from blocks that ran is
-    solved again with its entry floored at the sum of their intervals' low ends and
-    observed at least at the sum of their counts.  A hot loop whose entry block the
+    Then call sites.  A function is entered as often as its call sites run: every
+    inferred function with direct calls (or unconditional tail calls) from blocks that
+    ran is solved again with its entry floored at the sum of their intervals' low ends
+    and observed at least at the sum of their counts.  A hot loop whose entry block the
     samples barely see gets its entries from its callers, and a tiny function's count is
     put on its callers' scale instead of its own few samples' (measured in
-    spec/inference.md, "Call sites")."""
+    spec/inference.md, "Call sites").  A function no sample hit is solved the same way
+    when such call sites enter it (it ran), and its own callees after it, to
+    ``CALL_DEPTH`` calls from a sampled function; with ``functions`` given, only those."""
     kw = {"solver": solver, "model": model, "edge_counts": edge_counts, "weights": weights,
-          "ip": ip}
-    first = _infer(cfg, block_samples, functions=functions, **kw)
-    ev = _call_evidence(cfg, first)
-    if ev is None:
-        return first
-    second = _infer(cfg, block_samples, functions=ev[0], entry_evidence=ev, **kw)
-    return _splice(cfg, first, second, ev[0])
+          "ip": ip, "unknown": unknown}
+    out = _infer(cfg, block_samples, functions=functions, **kw)
+    solved = np.zeros(cfg.block_map.num_functions, bool)
+    solved[cfg.block_func[np.flatnonzero(out.block_count > 0)]] = True
+    again = solved.copy()  # may be solved again with their call sites' evidence
+    with_calls = np.zeros_like(solved)
+    for _ in range(CALL_DEPTH if functions is None else 1):
+        ev = _call_evidence(cfg, out, again, grow=functions is None)
+        if ev is None:
+            break
+        second = _infer(cfg, block_samples, functions=ev[0], entry_evidence=ev, **kw)
+        out = _splice(cfg, out, second, ev[0])
+        with_calls[ev[0]] = True
+        # the next round: only callees first counted in this one
+        again = ~solved
+        solved[ev[0]] = True
+        again &= solved
+    out.quality.call_evidence = int(with_calls.sum())
+    return out
 
 
-def _call_evidence(cfg: CFG, inf: Inferred
+def _call_evidence(cfg: CFG, inf: Inferred, allowed: np.ndarray, grow: bool = True
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(functions, entry weight, entry floor) for the inferred functions with direct call
-    sites (calls and unconditional tail calls from blocks ``inf`` says ran); None when
+    """(functions, entry weight, entry floor) for the ``allowed`` functions with direct
+    call sites (calls and unconditional tail calls from blocks ``inf`` says ran) and,
+    with ``grow``, for functions not yet counted that such call sites enter; None when
     there is none."""
     m = cfg.block_map
     if not m.num_functions or not len(inf.block_count):
@@ -172,9 +199,12 @@ def _call_evidence(cfg: CFG, inf: Inferred
     in_w = np.bincount(cf, weights=inf.block_count[cb], minlength=F)
     in_lo = np.bincount(cf, weights=inf.block_low[cb], minlength=F)
     has = np.diff(m.range_block_ptr[m.func_range_ptr]) > 0
-    inferred = np.zeros(F, bool)
-    inferred[cfg.block_func[np.flatnonzero(inf.block_count > 0)]] = True
-    short = np.flatnonzero(inferred & has & (in_w > 0))
+    counted = np.zeros(F, bool)
+    counted[cfg.block_func[np.flatnonzero(inf.block_count > 0)]] = True
+    # a function nothing counted yet is added only where its call sites surely ran (the
+    # low ends of their intervals), not where the flow merely passed through them
+    new = ~counted & (in_lo >= 1) if grow else np.zeros(F, bool)
+    short = np.flatnonzero((allowed | new) & has & (in_w > 0))
     if not len(short):
         return None
     return short, np.rint(in_w[short]).astype(np.int64), \
@@ -188,8 +218,8 @@ def _splice(cfg: CFG, first: Inferred, second: Inferred, functions: np.ndarray) 
     mine = redo[cfg.block_func]
     out = Inferred(**{f: getattr(first, f) for f in (
         "block_count", "edge_from", "edge_to", "edge_fallthrough", "edge_count", "quality",
-        "block_low", "block_high", "edge_low", "edge_high")})
-    for f in ("block_count", "block_low", "block_high"):
+        "block_low", "block_high", "edge_low", "edge_high", "block_floored")})
+    for f in ("block_count", "block_low", "block_high", "block_floored"):
         col = getattr(first, f).copy()
         col[mine] = getattr(second, f)[mine]
         setattr(out, f, col)
@@ -200,8 +230,7 @@ def _splice(cfg: CFG, first: Inferred, second: Inferred, functions: np.ndarray) 
     for f in cols:
         setattr(out, f, merged[f][order])
     q = first.quality
-    q.call_evidence = len(functions)
-    q.floored = first.quality.floored + second.quality.floored
+    q.floored = int(out.block_floored.sum())  # re-solved functions counted once
     q.seconds += second.quality.seconds
     return out
 
@@ -211,8 +240,8 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
            edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
            weights: tuple[np.ndarray, np.ndarray] | None = None,
            ip: tuple[np.ndarray, np.ndarray] | None = None,
-           entry_evidence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-           ) -> Inferred:
+           entry_evidence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+           unknown: np.ndarray | None = None) -> Inferred:
     """One pass of :func:`infer_counts`; ``entry_evidence``: (functions, entry weight,
     entry floor) from their call sites."""
     t0 = time.perf_counter()
@@ -235,7 +264,7 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     q.sample_model = model if weights is None else "given"
     z = np.zeros(0, np.int64)
     empty = Inferred(np.zeros(B, np.int64), z, z, np.zeros(0, bool), z, q,
-                     np.zeros(B, np.int64), np.zeros(B, np.int64), z, z)
+                     np.zeros(B, np.int64), np.zeros(B, np.int64), z, z, np.zeros(B, bool))
     if not len(functions) or not B:
         return empty
     sel = np.zeros(m.num_functions, bool)
@@ -263,6 +292,8 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
         ev_all = block_evidence(samples, cfg, SAMPLE_MODEL)
     else:
         w_all, known_all = ev_all.weight, ev_all.known
+    if unknown is not None:
+        known_all = known_all & ~unknown
     w, known = w_all[blocks], known_all[blocks]
     ev = SampleEvidence(ev_all.samples[blocks], ev_all.units[blocks], known)
     first = np.zeros(len(blocks), bool)
@@ -304,16 +335,20 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
         ew = np.zeros(len(key), np.int64)
         ew[hit] = np.asarray(ec, np.int64)[order][pos[hit]]
         ek = hit
+    precise = model == PRECISE_MODEL and weights is None
+    cost = {"cost_scale": precision_cost_scale(ev), "block_inc": PRECISE_BLOCK_INC} \
+        if precise else {}
     p = FlowProblem(comp=comp, weight=w, known=known, entry=first, side_entry=side,
                     exit=exit_, edge_src=src, edge_dst=dst, edge_ft=kind == S_FALLTHROUGH,
-                    floor=floor,
+                    floor=floor, ceiling=ceilings(ev, model), **cost,
                     **({} if ew is None else {"edge_weight": ew, "edge_known": ek}))
     r = infer(p, solver)
     iv = intervals(ev, model, floor, r.block_flow, src, dst, r.edge_flow, first | side,
                    exit_)
 
     # ---- quality
-    q.floored = int(((r.block_flow > w) & (r.block_flow <= floor) & (floor > 0)).sum())
+    raised = (r.block_flow > w) & (r.block_flow <= floor) & (floor > 0)
+    q.floored = int(raised.sum())
     q.blocks = len(blocks)
     q.samples = int(s_loc.sum())
     q.samples_reachable = int(s_loc[reach].sum())
@@ -330,12 +365,14 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     blo[blocks] = iv.block_low
     bhi = np.zeros(B, np.int64)
     bhi[blocks] = iv.block_high
+    bfl = np.zeros(B, bool)
+    bfl[blocks] = raised
     pos = r.edge_flow > 0
     q.seconds = time.perf_counter() - t0
     return Inferred(block_count=bc, edge_from=src_g[pos], edge_to=dst_g[pos],
                     edge_fallthrough=(kind == S_FALLTHROUGH)[pos], edge_count=r.edge_flow[pos],
                     quality=q, block_low=blo, block_high=bhi, edge_low=iv.edge_low[pos],
-                    edge_high=iv.edge_high[pos])
+                    edge_high=iv.edge_high[pos], block_floored=bfl)
 
 
 def _naive_edges(c: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

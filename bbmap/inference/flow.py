@@ -32,6 +32,14 @@ allows; a sampled block that no entry reaches gets its own way in (``side_entry`
 one does.  Without floors a hot loop could carry its flow round and round with the entry
 at 0, and an under-sampled block could be left at 0 beside hundreds of samples.
 
+Evidence ceilings: a block's samples also bound its count from above (the high end of its
+interval: a block with no samples and two instructions ran rarely).  Units above
+``ceiling_b`` go over a dearer raise arc (:func:`ceiling_cost` more per unit), more than any
+cycle's rewards pay.  Without ceilings a loop whose head is over-weighted (a cache-missing
+load stalls the timer samples onto it) carries flow round its unsampled latch until the
+head's weight is met: SQLite's ``sqlite3BtreeTableMoveto`` scan loop, which never
+iterates, was counted 4.8 M times from its 5,115-sample compare.
+
 Parameters (per unit of flow).  Block costs are LLVM's sample-PGO defaults
 (``sample-profile-profi-cost-block-inc`` 10, ``-dec`` 20, ``-entry-inc`` 40, ``-entry-dec``
 10, ``-zero-inc`` 11); unknown blocks cost 1 instead of 0 (BOLT's
@@ -39,9 +47,17 @@ Parameters (per unit of flow).  Block costs are LLVM's sample-PGO defaults
 Jump costs follow BOLT's idea that on a laid-out binary the fall-through is the likely
 successor (BOLT: ``-jump-unknown-inc`` 140 vs ``-jump-unknown-ft-inc`` 3 at its block cost
 150); at LLVM's block scale the values measured best on the corpus (bench_inference.py,
-spec/inference.md) are 5 and 1.  BOLT's whole set (block inc = dec = 150) was measured too:
-with time-based samples it lowers over-sampled blocks as readily as it raises
-under-sampled ones, and was 2-3x worse.
+spec/inference.md) are 5 and 1.
+
+Precise instruction samples are unbiased Poisson draws, so each block's observation is as
+trustworthy as its samples make it: the precise model scales a block's raise and lower
+costs by its precision (``FlowProblem.cost_scale``, from
+:func:`bbmap.inference.weights.precision_cost_scale`) and raises at 15 instead of 10
+(``FlowProblem.block_inc``: LLVM's 10 against 20 favours raising a count, a bias that
+suits time samples, which under-count some blocks, but not unbiased ones).
+
+BOLT's whole set (block inc = dec = 150) was measured too: with time-based samples it
+lowers over-sampled blocks as readily as it raises under-sampled ones, and was 2-3x worse.
 """
 
 from __future__ import annotations
@@ -90,10 +106,21 @@ class FlowProblem:
     edge_known: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     floor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # i8 per
     # block: the count the samples prove (0: none)
+    # i8 per block, >= 1: multiplies the block's raise and lower costs (how much its own
+    # observation is trusted; None: all alike).  The precise model sets it from each
+    # block's sampling precision (weights.precision_cost_scale).
+    cost_scale: np.ndarray | None = None
+    # i8 per block: the count its samples allow at most (the high end of its interval;
+    # -1: none).  Units above it cost ceiling_cost() more each.
+    ceiling: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    block_inc: int = COST_BLOCK_INC  # the raise cost of an observed block (see above);
+    # an observed zero costs as much more as COST_BLOCK_ZERO_INC is above COST_BLOCK_INC
 
     def __post_init__(self) -> None:
         if len(self.floor) != len(self.comp):
             self.floor = np.zeros(len(self.comp), np.int64)
+        if len(self.ceiling) != len(self.comp):
+            self.ceiling = np.full(len(self.comp), -1, np.int64)
         E = len(self.edge_src)
         if len(self.edge_weight) != E:
             self.edge_weight = np.zeros(E, np.int64)
@@ -137,6 +164,8 @@ class Network:
     reward_block: np.ndarray | None = None
     # blocks with a floor (samples prove it ran): the arcs right after the reward arcs
     floor_block: np.ndarray | None = None
+    # blocks with a ceiling: their arcs beyond it, right after the floor arcs
+    ceiling_block: np.ndarray | None = None
 
 
 def floor_cost(p: FlowProblem) -> int:
@@ -146,27 +175,44 @@ def floor_cost(p: FlowProblem) -> int:
     if not len(p.comp):
         return 1
     biggest = int(np.bincount(p.comp).max())
-    per_block = max(COST_BLOCK_ENTRY_INC, COST_BLOCK_INC, COST_BLOCK_ZERO_INC) + \
+    k = int(p.cost_scale.max()) if p.cost_scale is not None and len(p.cost_scale) else 1
+    zero_inc = p.block_inc + COST_BLOCK_ZERO_INC - COST_BLOCK_INC
+    per_block = k * max(COST_BLOCK_ENTRY_INC, zero_inc) + \
         max(COST_JUMP_UNKNOWN_INC, COST_JUMP_UNKNOWN_FT_INC, COST_JUMP_INC)
     return 2 * (COST_ENTRY_EXTRA + biggest * per_block) + 1
+
+
+def ceiling_cost(p: FlowProblem) -> int:
+    """The extra cost per unit above a ceiling: a quarter of the floor reward, so that no
+    cycle's rewards pay for it (a cycle earns at most its blocks' lowering rewards, less
+    than half of :func:`floor_cost`) while a floor, which the samples prove as surely, is
+    still met when the two disagree."""
+    return floor_cost(p) // 4
 
 
 def build_network(p: FlowProblem) -> Network:
     """Arc columns for :class:`FlowProblem` (vectorized; see the module docstring).
 
     The arc groups, in this order (the order is part of the network: solvers that pick
-    among several optima pick by it): blocks' unbounded raise arcs, blocks' reward arcs,
-    blocks' floor arcs, CFG edges, edges' reward arcs, entries, side entries, exits,
-    ``T -> S``.  Each column is written group by group into one preallocated array (no
-    concatenation, no dtype round trip)."""
+    among several optima pick by it): blocks' raise arcs (unbounded, or up to a ceiling),
+    blocks' reward arcs, blocks' floor arcs, blocks' arcs beyond their ceiling, CFG
+    edges, edges' reward arcs, entries, side entries, exits, ``T -> S``.  Each column is
+    written group by group into one preallocated array (no concatenation, no dtype round
+    trip)."""
     B, E, C = p.num_blocks, len(p.edge_src), p.num_components
     w = np.maximum(p.weight.astype(np.int64), 0)
-    inc = np.full(B, COST_BLOCK_INC, np.int64)
-    inc[p.known & (w == 0)] = COST_BLOCK_ZERO_INC
+    inc = np.full(B, p.block_inc, np.int64)
+    inc[p.known & (w == 0)] = p.block_inc + COST_BLOCK_ZERO_INC - COST_BLOCK_INC
     inc[p.entry & p.known] = COST_BLOCK_ENTRY_INC
     inc[~p.known] = COST_BLOCK_UNKNOWN_INC
+    if p.cost_scale is not None:
+        inc[p.known] *= p.cost_scale[p.known]
     fl_all = np.maximum(p.floor.astype(np.int64), 0)
     flo = np.flatnonzero(fl_all > 0)
+    # a ceiling caps the raise arc; units beyond it go over a dearer arc
+    ce = p.ceiling.astype(np.int64)
+    cei = np.flatnonzero(p.known & (ce >= 0))
+    room = np.maximum(ce[cei] - np.maximum(w[cei], fl_all[cei]), 0)
     w = np.maximum(w - fl_all, 0)  # the floor's units are rewarded by the floor arc
     rew = np.flatnonzero(p.known & (w > 0))
 
@@ -178,7 +224,7 @@ def build_network(p: FlowProblem) -> Network:
     comp = p.comp.astype(np.int64, copy=False)
     src = p.edge_src.astype(np.int64, copy=False)
     dst = p.edge_dst.astype(np.int64, copy=False)
-    sizes = [B, len(rew), len(flo), E, len(ekn), len(ent), len(side), len(ex), C]
+    sizes = [B, len(rew), len(flo), len(cei), E, len(ekn), len(ent), len(side), len(ex), C]
     at = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     M = at[-1]
     tail = np.empty(M, np.int64)
@@ -196,11 +242,18 @@ def build_network(p: FlowProblem) -> Network:
     np.add(tail[lo:hi], 1, out=head[lo:hi])
     cap[lo:hi] = w[rew]
     cost[lo:hi] = -np.where(p.entry[rew], COST_BLOCK_ENTRY_DEC, COST_BLOCK_DEC)
+    if p.cost_scale is not None:
+        cost[lo:hi] *= p.cost_scale[rew]
     lo, hi = next(g)  # block floors (samples prove the block ran)
     np.multiply(flo, 2, out=tail[lo:hi])
     np.add(tail[lo:hi], 1, out=head[lo:hi])
     cap[lo:hi] = fl_all[flo]
     cost[lo:hi] = -floor_cost(p) if len(flo) else 0
+    cap[cei] = room  # the raise arcs of blocks with a ceiling: up to it
+    lo, hi = next(g)  # block units beyond their ceiling
+    np.multiply(cei, 2, out=tail[lo:hi])
+    np.add(tail[lo:hi], 1, out=head[lo:hi])
+    cost[lo:hi] = inc[cei] + (ceiling_cost(p) if len(cei) else 0)
     lo, hi = next(g)  # CFG edges
     np.multiply(src, 2, out=tail[lo:hi])
     tail[lo:hi] += 1
@@ -229,14 +282,14 @@ def build_network(p: FlowProblem) -> Network:
     np.multiply(np.arange(C, dtype=np.int64), 2, out=tail[lo:hi])
     tail[lo:hi] += 2 * B + 1
     np.subtract(tail[lo:hi], 1, out=head[lo:hi])
-    first_edge = B + len(rew) + len(flo)
+    first_edge = B + len(rew) + len(flo) + len(cei)
     return Network(tail=tail, head=head, cap=cap, cost=cost, nodes=2 * B + 2 * C,
                    edge_arc=first_edge + np.arange(E, dtype=np.int64), reward_edge=ekn,
                    reward_arc=first_edge + E + np.arange(len(ekn), dtype=np.int64),
                    block_in=2 * np.arange(B, dtype=np.int64),
                    node_comp=np.concatenate([np.repeat(comp, 2),
                                              np.repeat(np.arange(C, dtype=np.int64), 2)]),
-                   reward_block=rew, floor_block=flo)
+                   reward_block=rew, floor_block=flo, ceiling_block=cei)
 
 
 def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
@@ -259,6 +312,8 @@ def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
     bf = flow[:B].astype(np.int64)
     R = len(net.reward_block)
     bf[net.reward_block] += flow[B:B + R]
-    bf[net.floor_block] += flow[B + R:B + R + len(net.floor_block)]
+    at = B + R + len(net.floor_block)
+    bf[net.floor_block] += flow[B + R:at]
+    bf[net.ceiling_block] += flow[at:at + len(net.ceiling_block)]
     return FlowResult(block_flow=bf, edge_flow=ef, solver=name, cost=int(cost),
                       arcs=len(net.tail), nodes=net.nodes)

@@ -150,6 +150,17 @@ def observed_bounds(ev: SampleEvidence, model: str) -> tuple[np.ndarray, np.ndar
     return lo, hi
 
 
+def ceilings(ev: SampleEvidence, model: str) -> np.ndarray:
+    """The count a block's lack of samples allows at most, in weight units (-1: no bound):
+    the high end of its interval for the observed blocks without samples.  Sampled blocks
+    get none: their weight already pulls the flow towards it, and a ceiling there held
+    blocks the time model under-weights below their true count (corpus cpu-clock block
+    error 12.7% -> 53.1% with every block capped; spec/inference.md, "Ceilings")."""
+    _, hi = observed_bounds(ev, model)
+    cap = np.isfinite(hi) & (ev.samples <= 0)
+    return np.where(cap, np.ceil(np.where(cap, hi, 0)), -1).astype(np.int64)
+
+
 def floors(ev: SampleEvidence, raw_samples: np.ndarray, model: str) -> np.ndarray:
     """The count each block's samples prove, in weight units (0 for unsampled blocks)."""
     lo, _ = observed_bounds(ev, model)

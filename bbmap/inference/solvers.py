@@ -150,7 +150,7 @@ def solve_builtin(net: Any) -> tuple[np.ndarray, int]:
 
     The components come from the network (``Network.node_comp``: one per function) when
     it has them, else from a union-find over the arcs.  The search is issue 12's
-    (``bbmap/testing/ssp_oracle.py``, kept as the oracle) with its tie-breaking intact —
+    (``tests/oracles/ssp_oracle.py``, kept as the oracle) with its tie-breaking intact —
     heap order (distance, node), first improving arc in arc order, the first deficit node
     popped — over residual arcs (``2a`` forward, ``2a + 1`` backward) and local node
     numbers computed once, so it returns the very same flow, about twice as fast."""

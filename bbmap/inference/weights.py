@@ -66,6 +66,18 @@ SKID_MODEL = TIME_MODEL
 # 10.4-14.4%, 9.5-21.0%, pgoflip-train 83.0%, 81.5%, 76.1%, zstd unchanged within 1.5
 REFILL_WEIGHT = 0.1
 
+# precise model: a block's raise/lower costs scale with the precision of its own estimate.
+# Its count estimate ``samples * period / units`` has a Poisson standard deviation
+# proportional to ``sqrt(samples) / units``, so the cost of moving it one unit is weighted by
+# ``units / sqrt(samples)`` (normalised to the median block, clipped to PRECISE_COST_CLIP,
+# in steps of 1 / PRECISE_COST_STEPS).  Measured on profiles drawn from exact counts
+# (bench_inference.py --noise-floor; spec/inference.md, "Noise floor"): zstd at 40k samples
+# 9.0 / 12.9 -> 7.7 / 11.3 (block / edge), clip [0.5, 2] 8.7 / 12.3, [0.1, 10] within 0.1
+# of [0.25, 4]; the raise cost 12, 15, 20 within the draws' spread (15 chosen, between).
+PRECISE_COST_CLIP = (0.25, 4.0)
+PRECISE_COST_STEPS = 4
+PRECISE_BLOCK_INC = 15
+
 # which first instructions are "cheap register operations" (their slow mnemonic prefixes,
 # stack words, and memory-operand rule): bbmap.binary.disasm.is_cheap / SLOW_PREFIXES,
 # decided once per block when the CFG is recovered (``CFG.first_cheap``)
@@ -201,6 +213,17 @@ def precise_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
     units = np.maximum(cfg.n_insn.astype(np.float64) - trail, 0)
     ev = SampleEvidence(used, units, units > 0)
     return ev.weight, ev.known, ev
+
+
+def precision_cost_scale(ev: SampleEvidence) -> np.ndarray:
+    """Integer cost multipliers (>= 1) per block from the precision of its precise-sample
+    estimate (see PRECISE_COST_CLIP); blocks without samples count as one sample."""
+    r = ev.units / np.sqrt(np.maximum(ev.samples, 1.0))
+    sampled = ev.known & (ev.samples > 0)
+    med = float(np.median(r[sampled])) if sampled.any() else 1.0
+    lo, hi = PRECISE_COST_CLIP
+    scale = np.rint(PRECISE_COST_STEPS * np.clip(r / (med or 1.0), lo, hi))
+    return np.maximum(scale, 1).astype(np.int64)
 
 
 def skid_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray

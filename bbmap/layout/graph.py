@@ -8,7 +8,7 @@ treats a jump over them as a fall-through, as Propeller's does).
 
 Counts come from the result's columns whenever it has execution counts -- LBR estimates
 (``has_lbr``), or counts inferred for an IP-only profile (``count_source == "inferred"``,
-issue 12) -- never from a second code path:
+spec/inference.md) -- never from a second code path:
 
 * an intra-function edge's weight is its taken count plus its fall-through count (edge
   kinds ``branch`` and ``fallthrough``);

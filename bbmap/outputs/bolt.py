@@ -292,7 +292,7 @@ def _need(result: Any) -> AddressProfile:
 def render_fdata(result: Any, binary: Any = None, *, stats: FdataStats | None = None) -> str:
     """fdata of an annotate result (``binary``: the loaded Binary; loaded from
     ``result.binary`` when omitted)."""
-    view = BoltView(binary if binary is not None else _load(result.binary))
+    view = BoltView(binary if binary is not None else _binary_of(result))
     text, st = fdata_from_profile(_need(result), view)
     if stats is not None:
         stats.__dict__.update(st.__dict__)
@@ -302,12 +302,16 @@ def render_fdata(result: Any, binary: Any = None, *, stats: FdataStats | None = 
 def render_preagg(result: Any, binary: Any = None, *, build_id: bool = True) -> str:
     """Pre-aggregated text of an annotate result (addresses prefixed with the binary's
     build-id when it has one and ``build_id``)."""
-    b = binary if binary is not None else _load(result.binary)
+    b = binary if binary is not None else _binary_of(result)
     bid = getattr(result, "build_id", None) if build_id else None
     return preagg_from_profile(_need(result), BoltView(b), build_id=bid)
 
 
-def _load(path: str) -> Any:
+def _binary_of(result: Any) -> Any:
+    """The binary the run loaded (``result.loaded``), or the file opened again for a
+    result made without one."""
+    if getattr(result, "loaded", None) is not None:
+        return result.loaded
     from bbmap.binary import load_binary
 
-    return load_binary(path)
+    return load_binary(result.binary)

@@ -57,7 +57,6 @@ from bbmap.formats.elf import (
     RELOC_TYPES,
     SHN_LORESERVE,
     SHN_UNDEF,
-    SHT_NOBITS,
     STB_LOCAL,
     STT_FUNC,
     STT_GNU_IFUNC,
@@ -105,10 +104,9 @@ class BoltView:
 
     def __init__(self, binary: Any) -> None:
         self.binary = binary
-        self._data = getattr(binary, "_mm", None)
         self._last_read: Any = None  # the section the last _read found its bytes in
         self.code_sections = [s for s in binary.sections
-                              if s.is_exec and s.sh_size and s.sh_type != SHT_NOBITS]
+                              if s.is_code and s.sh_size]
         starts, sizes, names, kinds = [], [], [], []
         self._raw: dict[int, str] = {}  # symbol functions: address -> symbol name
         self._symbols(starts, sizes, names, kinds)
@@ -226,7 +224,6 @@ class BoltView:
 
     def _plt(self, starts: list, sizes: list, names: list, kinds: list) -> None:
         slots = got_slot_names(self.binary)
-        from bbmap.binary.disasm import Disassembler
 
         dis = None
         for s in self.code_sections:
@@ -237,7 +234,7 @@ class BoltView:
                 import capstone
 
                 dis = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64
-                                  if Disassembler(self.binary.machine).bits == 64
+                                  if self.binary.disassembler().bits == 64
                                   else capstone.CS_MODE_32)
             code = self._read(s.sh_addr, s.sh_size)
             named = False
@@ -272,18 +269,12 @@ class BoltView:
     def _read(self, addr: int, n: int) -> bytes:
         s = self._last_read  # functions come in address order: mostly the same section
         if s is not None and s.sh_addr <= addr and addr + n <= s.sh_addr + s.sh_size:
-            off = s.sh_offset + addr - s.sh_addr
-            if self._data is not None:
-                return bytes(self._data[off:off + n])
-            return self.binary.section_data(s.index)[addr - s.sh_addr:addr - s.sh_addr + n]
+            return self.binary.read(s.sh_offset + addr - s.sh_addr, n)
         for s in self.binary.sections:
-            if s.sh_type != SHT_NOBITS and s.sh_addr and s.sh_addr <= addr and \
+            if s.has_contents and s.sh_addr and s.sh_addr <= addr and \
                     addr + n <= s.sh_addr + s.sh_size:
                 self._last_read = s
-                off = s.sh_offset + addr - s.sh_addr
-                if self._data is not None:
-                    return bytes(self._data[off:off + n])
-                return self.binary.section_data(s.index)[addr - s.sh_addr:addr - s.sh_addr + n]
+                return self.binary.read(s.sh_offset + addr - s.sh_addr, n)
         return b""
 
     # ----------------------------------------------------------------- lookup
@@ -305,14 +296,13 @@ class BoltView:
     # ----------------------------------------------------------------- blocks
     def blocks(self, funcs: np.ndarray) -> BoltBlocks:
         """BOLT's blocks of ``funcs`` (added to those built before)."""
-        from bbmap.binary.disasm import Disassembler
 
         have = self._blocks.decoded if self._blocks is not None else set()
         want = [f for f in sorted_unique(funcs[funcs >= 0]).tolist()
                 if f not in have and self.kind[f] in (K_SYMBOL, K_FDE)]
         if not want:
             return self._blocks if self._blocks is not None else _empty_blocks()
-        dis = Disassembler(self.binary.machine, int(getattr(self.binary, "elfclass", 64)))
+        dis = self.binary.disassembler()
         decoded = [dis.decode(self._read(s, n), s) for s, n in
                    zip(self.start[want].tolist(), self.size[want].tolist())]
         # one set of columns; an instruction running past its function's end is dropped

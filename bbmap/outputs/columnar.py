@@ -12,7 +12,7 @@ ends (``ptr``) is known beforehand from the digit counts and text lengths, so a 
 can cut a table per function at those offsets and put its own text (a function's
 header, a range's prefix) between the pieces.  No per-row Python object is made:
 the 99,628 JSON block rows of the 500k-sample bench profile take ~0.016 s (0.032 s
-with a pass per digit and a NUL count per row, the writer before issue 17's session 4).
+with a pass per digit and a NUL count per row, the writer before this one).
 
 The texts must hold no NUL byte (JSON escapes it, ELF names cannot hold one;
 :func:`render_rows` checks the tables).  Parameters:

@@ -111,6 +111,18 @@ def edge_json_order(result: AnnotateResult, t: HotTable) -> np.ndarray:
     return np.lexsort((ends, fpos * (hi - lo + 1) + (hi - count)))
 
 
+def range_block_sums(result: AnnotateResult, t: HotTable) -> tuple[np.ndarray, ...]:
+    """Each reported range's first and end block, and the prefix sums of the blocks'
+    samples and period: a range's totals are ``cs[hi] - cs[lo]`` (JSON and the report)."""
+    m = result.block_map
+    lo, hi = m.range_block_ptr[t.rng], m.range_block_ptr[t.rng + 1]
+    cs = np.zeros(m.num_blocks + 1, np.int64)
+    np.cumsum(result.block_samples, out=cs[1:])
+    cp = np.zeros(m.num_blocks + 1, np.uint64)
+    np.cumsum(result.block_period, out=cp[1:])
+    return lo, hi, cs, cp
+
+
 def _ptr(counts: np.ndarray) -> np.ndarray:
     out = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts.astype(np.int64), out=out[1:])

@@ -6,7 +6,7 @@ functions are laid out from columns (:mod:`bbmap.outputs.columnar`): one table o
 block rows, one of range rows, one of edge rows and one of the headers' numbers for all
 reported functions, cut per function at the row offsets the writer returns and joined
 with the names (JSON-encoded in one go when they are plain).  The bytes equal what a
-dict per block through the C JSON encoder gave (``bbmap/testing/render_oracle.py`` keeps
+dict per block through the C JSON encoder gave (``tests/oracles/render_oracle.py`` keeps
 that renderer; ``tests/test_outputs_render_oracle.py`` compares them on the corpus).
 """
 
@@ -20,7 +20,7 @@ from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.formats.bbaddrmap import MD_NAMES
 from bbmap.outputs.columnar import UTF8_ERRORS, Dec, Pick, cut_groups, group_sep, render_rows
-from bbmap.outputs.hot_table import HotTable, edge_json_order, hot_table
+from bbmap.outputs.hot_table import HotTable, edge_json_order, hot_table, range_block_sums
 from bbmap.outputs.json_fragments import is_plain
 
 _ENC = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -66,11 +66,7 @@ def _functions(r: AnnotateResult, t: HotTable) -> bytes:
         b',"count":', Dec(r.block_count[b]),
         *(_interval(r.block_low[b], r.block_high[b]) if iv else ()), b"}"]), t.block_ptr)
     rg = t.rng
-    lo, hi = m.range_block_ptr[rg], m.range_block_ptr[rg + 1]
-    cs = np.zeros(m.num_blocks + 1, np.int64)
-    np.cumsum(r.block_samples, out=cs[1:])
-    cp = np.zeros(m.num_blocks + 1, np.uint64)
-    np.cumsum(r.block_period, out=cp[1:])
+    lo, hi, cs, cp = range_block_sums(r, t)
     ranges = cut_groups(render_rows(len(rg), [
         group_sep(t.range_ptr, b","), b'{"address":', Dec(m.range_base[rg]),
         b',"blocks":', Dec(hi - lo),

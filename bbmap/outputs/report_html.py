@@ -45,7 +45,7 @@ from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.buckets import BRANCH_BUCKETS, BUCKET_LABELS
 from bbmap.formats.bbaddrmap import MD_NAMES
-from bbmap.outputs.hot_table import HotTable, edge_json_order, hot_table
+from bbmap.outputs.hot_table import HotTable, edge_json_order, hot_table, range_block_sums
 from bbmap.outputs.picture import RAMP, ZERO_FILL, HeatScale, heat_metric
 
 REPORT_FORMAT_VERSION = 1
@@ -155,11 +155,7 @@ def _detail(r: AnnotateResult, t: HotTable) -> dict[str, Any]:
     if low is not None and high is not None:  # inferred counts' intervals (when present)
         blocks["interval"] = _interval(low[b], high[b])
     rg = t.rng
-    lo, hi = m.range_block_ptr[rg], m.range_block_ptr[rg + 1]
-    cs = np.zeros(m.num_blocks + 1, np.int64)
-    np.cumsum(r.block_samples, out=cs[1:])
-    cp = np.zeros(m.num_blocks + 1, np.uint64)
-    np.cumsum(r.block_period, out=cp[1:])
+    lo, hi, cs, cp = range_block_sums(r, t)
     ranges = {"address": _column(m.range_base[rg], delta_ptr=t.range_ptr),
               "blocks": _column(hi - lo), "samples": _column(cs[hi] - cs[lo]),
               "period": _column(cp[hi] - cp[lo])}

@@ -33,7 +33,7 @@ from bbmap.perf.records import (
     SideRecords,
 )
 from bbmap.perf.samples import SampleLayout, decode_samples, gather_u16, sample_ids
-from bbmap.perf.side import BadRecord, decode_side, decode_side_construct
+from bbmap.perf.side import BadRecord, decode_side
 
 _HDR = fmt.EVENT_HEADER_STRUCT
 _EH = fmt.EVENT_HEADER_SIZE
@@ -775,12 +775,11 @@ class PerfData:
         return a0
 
     def _side_record(self, st: _Stream, typ: int, misc: int, mv, off: int, size: int,
-                     seq: int, origin, reference: bool = False):
+                     seq: int, origin):
         attr = self._trailer_attr(mv, off, size)
         sample_type = attr.sample_type if attr is not None else -1
         try:
-            return (decode_side_construct if reference else decode_side)(
-                typ, misc, mv, off, size, sample_type, seq)
+            return decode_side(typ, misc, mv, off, size, sample_type, seq)
         except (ConstructError, ValueError, struct.error) as e:
             st.bad_side += 1
             if st.bad_side == 1:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bbmap.errors import BBMapError, UsageError
+from bbmap.options import Status
 from bbmap.verify.checks import CHECKS
 from bbmap.verify.context import Finding, VerifyContext
 from bbmap.verify.coverage import Coverage
@@ -232,7 +233,7 @@ def judge_profile(measured: Any, *, binary: str = "", profiles: Iterable[str] = 
         if getattr(d, "severity", "") == "error":
             rep.errors.append(str(d))
     m = measured.block_map
-    from bbmap.model import FEAT_BB_FREQ, FEAT_BR_PROB, FEAT_FUNC_ENTRY_COUNT
+    from bbmap.formats.bbaddrmap import FEAT_BB_FREQ, FEAT_BR_PROB, FEAT_FUNC_ENTRY_COUNT
 
     pgo = FEAT_BB_FREQ | FEAT_BR_PROB | FEAT_FUNC_ENTRY_COUNT
     if not m.num_functions or not (m.func_feature & pgo).any():
@@ -245,7 +246,7 @@ def judge_profile(measured: Any, *, binary: str = "", profiles: Iterable[str] = 
                           "branch ratios and block counts cannot be measured (record with "
                           "perf record -b, or use IP-only inference)")
         return rep
-    if getattr(measured, "status", "ok") == "nothing_mapped":
+    if getattr(measured, "status", Status.OK) == Status.NOTHING_MAPPED:
         rep.errors.append(f"{rep.binary}: no sample of the profile(s) mapped to a block "
                           "of the binary")
         return rep
@@ -272,7 +273,7 @@ def verify_profile(binary: str | os.PathLike, perf_paths: Iterable[str | os.Path
                    **annotate_kwargs: Any) -> Any:
     """``bbmap verify BINARY --profile PERF_DATA...``: annotate the profiles, then judge
     every PGO belief of the binary's map (:func:`judge_profile`)."""
-    from bbmap.aggregate import annotate
+    from bbmap.run import annotate
 
     paths = [os.fspath(perf_paths)] if isinstance(perf_paths, (str, os.PathLike)) else [
         os.fspath(p) for p in perf_paths]

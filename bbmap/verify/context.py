@@ -103,7 +103,7 @@ class VerifyContext:
         size = self.file_size
         out = []
         for s in self.sections:
-            if not s.is_exec or s.sh_type == 8:  # not NOBITS
+            if not s.is_code:
                 continue
             if s.sh_offset + s.sh_size > size or s.sh_addr + s.sh_size >= ADDRESS_LIMIT:
                 self.notes.append(
@@ -156,8 +156,7 @@ class VerifyContext:
 
     @cached_property
     def block_start(self) -> np.ndarray:
-        m = self.m
-        return (m.range_base[self.block_range] + m.block_offset).astype(np.uint64)
+        return self.m.block_starts()
 
     @cached_property
     def block_end(self) -> np.ndarray:

@@ -8,8 +8,8 @@ counts.  This module compares each belief with the counts measured in a real run
 classifies it **matched**, **mismatched** or **unknown** (too few samples to tell).
 
 Input is an ``AnnotateResult``-like object (:class:`Measured`): the block map, per-block
-execution counts and block-to-block edge counts.  That is the seam for merged aggregates
-(issue 13): nothing here reads perf.data.
+execution counts and block-to-block edge counts.  That is the seam for merged aggregates:
+nothing here reads perf.data.
 
 The statistics (spec/verify.md, "PGO analysis map against a profile"):
 
@@ -47,14 +47,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from bbmap.formats.bbaddrmap import PROB_ONE
-from bbmap.model import (
+from bbmap.formats.bbaddrmap import (
     FEAT_BB_FREQ,
     FEAT_BR_PROB,
     FEAT_FUNC_ENTRY_COUNT,
     FEAT_POST_LINK_CFG,
-    BlockMap,
+    PROB_ONE,
 )
+from bbmap.model import BlockMap
 
 # ---- parameters -----------------------------------------------------------------------
 DEFAULT_THRESHOLD = 0.20  # |measured - believed| probability; llvm-profgen PR #93975
@@ -605,7 +605,7 @@ def lbr_range_scale(accounting: Any) -> float:
     range-counted event is seen (d - 1)/d as often as a record-counted one.  Multiplying
     range counts by records/ranges puts both on one scale.
     """
-    from bbmap.aggregate.accounting import DUPLICATE
+    from bbmap.buckets import DUPLICATE
 
     ranges = int(getattr(accounting, "total_ranges", 0))
     records = int(getattr(accounting, "total_branches", 0))

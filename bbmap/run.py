@@ -1,9 +1,22 @@
-"""``annotate(perf_paths, binary)``: the library call under ``bbmap annotate``.
+"""One annotate run, in named phases: the driver above aggregation, fit and inference.
 
-:class:`Annotator` owns the aggregation state (per-block arrays, edges, accounting) and
-takes sample batches from any number of profiles; :func:`annotate` feeds it from
-perf.data files through the mapping and index layers, then diagnoses the result.
-Memory is bounded by the binary's block count plus distinct edges, not by the profile.
+``bbmap annotate perf.data ./binary`` (and layout, cfg, report, verify --profile, fleet's
+workers, merge's reader) is one walk down these phases, each a function with one owner:
+
+    phase     function             does                                   owner
+    read      expand_inputs        @listfiles expanded, files checked     here
+    load      Session.__init__     the binary opened once; its tables     binary/, index.py
+    resolve   Session.add          a batch's addresses -> blocks          aggregate/profile.py
+    count     Annotator.add_batch  ... counted (one pass a profile)       aggregate/annotator.py
+    diagnose  Session.diagnose     the raw result; why little mapped      aggregate/explain.py
+    fit       check_fit            does the profile fit the code          aggregate/fit.py
+    infer     apply_inference      counts from IP samples over the CFG    cfg.py, inference/
+    render    render               the report in the asked format         outputs/
+
+The :class:`Session` owns the loaded :class:`~bbmap.binary.Binary` and the one
+disassembler the fit and inference phases share; the result it makes carries that binary
+(``AnnotateResult.loaded``), so a renderer that needs the file's bytes (BOLT's formats,
+the CFG pictures) does not open it again.
 """
 
 from __future__ import annotations
@@ -11,190 +24,23 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from bbmap.aggregate.accounting import Accounting
-from bbmap.aggregate.addresses import AddressAggregator
-from bbmap.aggregate.distinct import Distinct, distinct_samples
-from bbmap.aggregate.explain import Evidence, diagnose
-from bbmap.aggregate.fit import (
-    DOES_NOT_FIT,
-    LOCAL_MIN_MISSES,
-    MISMATCH_THRESHOLD,
-    FitCollector,
-    judge_fit,
-)
-from bbmap.aggregate.functions import FunctionTable
-from bbmap.aggregate.lbr import BlockGeometry, BranchAggregator
-from bbmap.aggregate.resolve import Resolver
+from bbmap.aggregate.annotator import Annotator, ProgressFn
+from bbmap.aggregate.explain import Evidence
+from bbmap.aggregate.fit import DOES_NOT_FIT, LOCAL_MIN_MISSES, FitCollector, judge_fit
 from bbmap.aggregate.result import AnnotateResult, ProfileInfo
-from bbmap.aggregate.samples import SampleAggregator
-from bbmap.binary.types import FunctionSymbols
-from bbmap.buckets import IN_FUNCTION_NO_BLOCK
 from bbmap.errors import BBMapError, Diagnostic
-from bbmap.model import BlockMap
-from bbmap.perf.records import SampleBatch
-
-MAX_BRANCH_SLICE = 1 << 18  # LBR entries resolved at once
-# ... in address-only sessions (BOLT's formats): the slice is reduced on runtime addresses
-# before mapping, so its temporaries are a few u8 columns; larger slices map and fold
-# fewer rows (the distinct traces of a slice grow slower than the slice)
-MAX_ADDRESS_SLICE = 1 << 20
-ProgressFn = Callable[[str, int], None]  # (current file, samples read so far in all files);
-# one with ``takes_fraction = True`` is called (file, samples, fraction of the current file
-# read: 0..1, None for a pipe), for a percentage and time left
-
-
-class Annotator:
-    """Aggregation state shared by every batch of every profile."""
-
-    def __init__(self, block_map: BlockMap, symbols: FunctionSymbols | None, *,
-                 demangle: bool = True, drop_duplicate_newest: bool | None = None,
-                 sections: list | None = None, _tables: tuple | None = None,
-                 cluster_stats: bool = False, addresses: bool = False,
-                 address_only: bool = False) -> None:
-        self.block_map = block_map
-        self.address_only = address_only
-        self.drop_duplicate_newest = drop_duplicate_newest
-        if _tables is None:
-            _tables = (FunctionTable.build(symbols, block_map, demangle=demangle,
-                                           sections=sections), BlockGeometry.of(block_map))
-        self.functions, self.geom = _tables
-        self.acct = Accounting()
-        self.samples = SampleAggregator(block_map.num_blocks, self.functions, self.acct)
-        self.cluster_stats = cluster_stats
-        # instruction-address aggregates (BOLT's formats): opt-in, they cost about a
-        # quarter of an LBR annotate
-        self.addresses = AddressAggregator() if addresses or address_only else None
-        self.branches = BranchAggregator(self.geom, self.acct,
-                                         drop_duplicate_newest=drop_duplicate_newest,
-                                         cluster_stats=cluster_stats,
-                                         addresses=self.addresses)
-        self.branches.address_only = address_only
-        self.no_block_funcs = np.zeros(self.functions.num_keys, np.int64)
-        self.fit = FitCollector()  # does the profile fit the binary (fit.py)
-        # IP samples resolved once per distinct (pid, ip) where the mappings allow it
-        # (distinct.py); False: each on its own (the reference the tests compare with)
-        self.distinct = True
-        self.branches.fit = self.fit
-
-    def add_batch(self, batch: SampleBatch, resolver: Resolver) -> None:
-        if self.address_only:  # BOLT's formats only: no block counts (spec/bolt.md)
-            if len(batch) and self.addresses is not None:
-                r = resolver.resolve_binary(batch.ip, batch.pid, batch.seq,  # type: ignore[attr-defined]
-                                            batch.cpumode, batch.time)
-                self.addresses.add_ips(r, batch.event)
-        elif len(batch):
-            d = distinct_samples(batch, resolver) if self.distinct else None
-            if d is not None:
-                self._add_distinct(batch, d, resolver)
-            else:
-                self._add_each(batch, resolver)
-        if batch.has_branches:
-            # slices of at most MAX_BRANCH_SLICE entries keep the per-entry temporaries
-            # (resolved ends, keys) bounded whatever the stack depth
-            ptr = batch.br_ptr
-            most = MAX_ADDRESS_SLICE if self.address_only else MAX_BRANCH_SLICE
-            i, n = 0, len(batch)
-            while i < n:
-                j = int(np.searchsorted(ptr, ptr[i] + most, side="right")) - 1
-                j = min(max(j, i + 1), n)
-                lo, hi = int(ptr[i]), int(ptr[j])
-                self.branches.add(ptr[i:j + 1] - lo, batch.br_from[lo:hi], batch.br_to[lo:hi],
-                                  batch.br_flags[lo:hi], batch.pid[i:j], batch.seq[i:j],
-                                  resolver, batch.time[i:j])
-                i = j
-
-    def _add_each(self, batch: SampleBatch, resolver: Resolver) -> None:
-        """The IP samples of a batch, each resolved on its own."""
-        r = resolver.resolve(batch.ip, batch.pid, batch.seq, batch.cpumode, None, batch.time)
-        self.samples.add(r, batch.period, resolver.dso_names)
-        if self.addresses is not None:
-            self.addresses.add_ips(r, batch.event)
-        self.fit.add_ips(r)
-        nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
-        if len(nb):
-            k = self.functions.key_at(r.vaddr[nb], r.func[nb])
-            k = k[k >= 0]
-            self.no_block_funcs += np.bincount(k, minlength=len(self.no_block_funcs))
-
-    def _add_distinct(self, batch: SampleBatch, d: Distinct, resolver: Resolver) -> None:
-        """The IP samples of a batch, resolved once per distinct key (``distinct.py``) and
-        added with their weights: the same counts and buckets as :meth:`_add_each`."""
-        r = resolver.resolve(d.ip, d.pid, d.seq, None, None, d.time)
-        self.samples.add_rows(r, d.count, d.period, resolver.dso_names)
-        if self.addresses is not None:
-            self.addresses.add_ips(r, d.event, d.count)
-        if self.fit.wants_ips:  # the first in-block samples, in sample order
-            self.fit.add_ips(d.expand(r))
-        nb = np.flatnonzero(r.where == IN_FUNCTION_NO_BLOCK)
-        if len(nb):
-            k = self.functions.key_at(r.vaddr[nb], r.func[nb])
-            ok = np.flatnonzero(k >= 0)
-            np.add.at(self.no_block_funcs, k[ok], d.count[nb[ok]])
-
-    def fresh(self) -> Annotator:
-        """An empty annotator sharing this one's tables (to aggregate one profile apart)."""
-        a = Annotator(self.block_map, None, drop_duplicate_newest=self.drop_duplicate_newest,
-                      _tables=(self.functions, self.geom), cluster_stats=self.cluster_stats,
-                      addresses=self.addresses is not None, address_only=self.address_only)
-        a.distinct = self.distinct
-        return a
-
-    def merge(self, other: Annotator) -> None:
-        """Add the counts of an annotator made by :meth:`fresh`."""
-        self.acct.merge(other.acct)
-        s, o = self.samples, other.samples
-        s.block_samples += o.block_samples
-        s.block_period += o.block_period
-        s.func_samples += o.func_samples
-        s.func_period += o.func_period
-        self.branches.merge(other.branches)
-        if self.addresses is not None and other.addresses is not None:
-            self.addresses.merge(other.addresses)
-        self.no_block_funcs += other.no_block_funcs
-        self.fit.merge(other.fit)
-
-    def hot_no_block(self, n: int = 5) -> list[tuple[str, int]]:
-        top = np.argsort(-self.no_block_funcs, kind="stable")[:n]
-        return [(self.functions.names[k], int(self.no_block_funcs[k])) for k in top.tolist()
-                if self.no_block_funcs[k] > 0]
-
-    def result(self, *, binary: str, build_id: str | None, profiles: list[ProfileInfo],
-               evidence: Evidence | None = None, warnings: Sequence[Diagnostic] = ()
-               ) -> AnnotateResult:
-        self.acct.check()
-        addresses = self.addresses.result() if self.addresses is not None else None
-        if addresses is not None:
-            addresses.check()
-        fb, tb, kind, cnt = self.branches.edges()
-        res = AnnotateResult(
-            binary=binary, build_id=build_id, block_map=self.block_map,
-            functions=self.functions, accounting=self.acct, profiles=profiles,
-            block_samples=self.samples.block_samples, block_period=self.samples.block_period,
-            block_count=self.branches.block_counts(), func_samples=self.samples.func_samples,
-            func_period=self.samples.func_period, edge_from=fb, edge_to=tb, edge_kind=kind,
-            edge_count=cnt, has_lbr=self.acct.total_branches > 0,
-            warnings=list(warnings), block_start=self.geom.start,
-            cluster=self.branches.cluster_moments(), addresses=addresses)
-        res.count_source = "lbr" if res.has_lbr else "none"
-        if self.address_only and addresses is not None:
-            # no block counts were made: the address aggregates say whether anything mapped
-            res.has_lbr = addresses.entries + addresses.duplicate > 0
-            if not int(addresses.ip_samples.sum()) and not int(addresses.trace_count.sum()):
-                res.status = "nothing_mapped"
-                res.warnings.insert(0, Diagnostic(
-                    f"no sample IP and no branch address of the {addresses.samples} samples "
-                    f"lies in {binary}: the BOLT profile is empty (`bbmap annotate` with the "
-                    "text format says why nothing maps)", severity="error"))
-            return res
-        if evidence is not None:
-            evidence.hot_no_block = self.hot_no_block()
-            status, msgs = diagnose(self.acct, evidence)
-            res.status = status
-            res.warnings = msgs + res.warnings
-        return res
+from bbmap.options import (
+    BOLT_FORMATS,
+    INFERENCE_MODES,
+    MISMATCH_THRESHOLD,
+    SAMPLE_MODELS,
+    AnnotateOptions,
+    Status,
+)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -241,15 +87,8 @@ def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> lis
 
 # ----------------------------------------------------------------------------- annotate
 def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
-             binary: str | os.PathLike, *, name_override: str | None = None,
-             pid: int | None = None, demangle: bool = True,
-             debug_dirs: Sequence[str] = (), drop_duplicate_newest: bool | None = None,
-             chunk_samples: int = 65536, progress: ProgressFn | None = None,
-             inference: str = "auto", solver: str = "auto", sample_model: str = "auto",
-             cluster_stats: bool = False, keep_going: bool = False,
-             addresses: bool = False, address_only: bool = False,
-             force: bool = False, event: str | None = None,
-             disasm_cache: bool = False) -> AnnotateResult:
+             binary: str | os.PathLike, *, options: AnnotateOptions | None = None,
+             progress: ProgressFn | None = None, **kwargs: Any) -> AnnotateResult:
     """Map every sample and LBR record of ``perf_paths`` (files or ``@listfile``s, merged;
     aggregate files of ``bbmap.aggregate.store`` are added as they are) onto the blocks of
     ``binary``.  Raises :class:`BBMapError` for unreadable inputs (unless ``keep_going``:
@@ -270,25 +109,17 @@ def annotate(perf_paths: str | os.PathLike | Iterable[str | os.PathLike],
     sampled IPs off instruction starts, branch sources that are not branches, jump
     targets mid-block, past the stated threshold) is refused -- ``result.status`` is
     ``"refused"`` with the evidence as an error -- unless ``force``.
-    ``disasm_cache``: inference takes the binary's disassembly from the on-disk cache
+    The options are an :class:`~bbmap.options.AnnotateOptions` or its fields as keyword
+    arguments.  ``disasm_cache``: inference takes the binary's disassembly from the on-disk cache
     (``bbmap.binary.disasm_cache``; the CLI's default) instead of sweeping it every time.
     """
-    paths = expand_inputs(perf_paths)
-    optional = False
-    if not addresses and inference != "off":
-        # inference's sample models read the IP histogram (spec/inference.md); aggregates
-        # carry it when they were made with it (fleet, merge, annotate -f aggregate), and
-        # one made without it makes inference fall back to the insn model, not fail
-        addresses = optional = True
-    session = Session(binary, name_override=name_override, pid=pid, demangle=demangle,
-                      debug_dirs=debug_dirs, drop_duplicate_newest=drop_duplicate_newest,
-                      chunk_samples=chunk_samples, cluster_stats=cluster_stats,
-                      keep_going=keep_going, addresses=addresses,
-                      address_only=address_only, event=event,
-                      addresses_optional=optional)
-    session.add_all(paths, progress=progress)
-    return session.result(inference=inference, solver=solver, force=force,
-                          disasm_cache=disasm_cache, sample_model=sample_model)
+    opts = options if options is not None else AnnotateOptions(**kwargs)
+    if options is not None and kwargs:
+        opts = opts.replace(**kwargs)
+    paths = expand_inputs(perf_paths)  # read
+    session = Session.for_options(binary, opts)  # load
+    session.add_all(paths, progress=progress)  # resolve, count
+    return session.result(**opts.deriving())  # diagnose, fit, infer
 
 
 class Session:
@@ -341,6 +172,23 @@ class Session:
                              drop_duplicate_newest=drop_duplicate_newest, sections=b.sections,
                              cluster_stats=cluster_stats, addresses=addresses)
         self.index = BlockIndex(b.block_map, b.symbols, b.sections)
+
+    @classmethod
+    def for_options(cls, binary: str | os.PathLike, opts: AnnotateOptions) -> Session:
+        """The session ``annotate`` runs with these options.  Inference's sample models
+        read the IP histogram (spec/inference.md), so it is collected whenever inference
+        may run; an aggregate made without it makes inference fall back to the insn
+        model, not fail."""
+        optional = not opts.addresses and opts.inference != "off"
+        return cls(binary, **opts.counting(), chunk_samples=opts.chunk_samples,
+                   cluster_stats=opts.cluster_stats, keep_going=opts.keep_going,
+                   addresses=opts.addresses or optional, address_only=opts.address_only,
+                   addresses_optional=optional)
+
+    def disassembler(self) -> Any:  # a bbmap.binary.disasm.Disassembler
+        """The one disassembler of this binary the fit, infer and render phases share
+        (``Binary.disassembler``: capstone loaded and configured once a run)."""
+        return self.b.disassembler()
 
     def fresh(self) -> Session:
         """An empty session sharing this one's binary, index and tables."""
@@ -488,7 +336,18 @@ class Session:
                force: bool = False, disasm_cache: bool = False,
                sample_model: str = "auto") -> AnnotateResult:
         """The annotate result: diagnosis, warnings and inferred counts made from the raw
-        counts and the per-profile evidence in canonical order."""
+        counts and the per-profile evidence in canonical order (the diagnose, fit and
+        infer phases)."""
+        res, evidence = self.diagnose()
+        check_fit(res, self.b, self.ann.fit, force=force, matched_by=evidence.matched_by,
+                  dis=self.disassembler)
+        apply_inference(res, self.b, inference, solver=solver, disasm_cache=disasm_cache,
+                        sample_model=sample_model, dis=self.disassembler)
+        return res
+
+    def diagnose(self) -> tuple[AnnotateResult, Evidence]:
+        """The raw result of the profiles added, with why little or nothing mapped, and
+        the merged mapping evidence it was judged on."""
         from bbmap.aggregate.identity import ProfiledFile, resolve
 
         records = sorted(self.records, key=lambda r: r.key)
@@ -500,7 +359,7 @@ class Session:
             warnings.extend(r.warnings)
             quirk_batches += r.quirk_batches
             quirk = r.quirk_evidence or quirk
-        resolve(evidence.profiled, self.binary_path, self.debug_dirs)
+        resolve(evidence.profiled, self.binary_path, self.debug_dirs, loaded=self.b)
         evidence.profiles = [r.info.path for r in records]
         ann = self.ann
         if quirk_batches and quirk is not None:
@@ -515,25 +374,25 @@ class Session:
                          profiles=[r.info for r in records], evidence=evidence,
                          warnings=warnings)
         res.go_build_id = self.b.go.build_id if self.b.go is not None else None
-        check_fit(res, self.b, ann.fit, force=force, matched_by=evidence.matched_by)
-        apply_inference(res, self.b, inference, solver=solver, disasm_cache=disasm_cache,
-                        sample_model=sample_model)
-        return res
+        res.loaded = self.b
+        return res, evidence
 
 
 def check_fit(res: AnnotateResult, binary, fit: FitCollector, *,  # noqa: ANN001
-              force: bool = False, matched_by: Iterable[str] = ()) -> None:
+              force: bool = False, matched_by: Iterable[str] = (),
+              dis: Callable[[], Any] | None = None) -> None:
     """Judge whether the profile fits the binary; refuse the result when it does not
     (``status = "refused"``, the evidence as the first error) unless ``force`` (then the
     evidence is a warning).  Not judged when every profile found the binary by its
-    build-id (the identity is proven; and no disassembler is loaded)."""
-    if res.status == "nothing_mapped":
+    build-id (the identity is proven; and no disassembler is loaded).  ``dis``: makes
+    the run's shared disassembler when the judgement needs one."""
+    if res.status == Status.NOTHING_MAPPED:
         return
     how = set(matched_by)
     if how == {"build-id"}:
         res.fit = {"judged": False, "why_not": "the profile recorded the binary's build-id"}
         return
-    rep = judge_fit(binary, fit)
+    rep = judge_fit(binary, fit, dis=dis)
     res.fit = rep.to_json()
     if not rep.mismatch:
         return
@@ -545,7 +404,7 @@ def check_fit(res: AnnotateResult, binary, fit: FitCollector, *,  # noqa: ANN001
         res.warnings.insert(0, Diagnostic(msg + "; kept because of --force",
                                           file=res.binary))
         return
-    res.status = "refused"
+    res.status = Status.REFUSED
     res.warnings.insert(0, Diagnostic(msg + "; refused (--force to keep the result)",
                                       file=res.binary, severity="error"))
 
@@ -580,26 +439,23 @@ def _absorb(evidence: Evidence, d: dict, profiled_file) -> None:  # noqa: ANN001
     evidence.mapping_notes.extend(d["mapping_notes"])
 
 
-INFERENCE_MODES = ("off", "auto", "on")
-# --sample-model: "auto" (by the event) or a model of bbmap.inference.weights
-SAMPLE_MODEL_CHOICES = ("auto", "precise", "time", "insn")
-
-
 def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: ANN001
                     *, solver: str = "auto", disasm_cache: bool = False,
-                    sample_model: str = "auto") -> AnnotateResult:
+                    sample_model: str = "auto", unknown: np.ndarray | None = None,
+                    dis: Callable[[], Any] | None = None) -> AnnotateResult:
     """Fill ``block_count`` and the edge columns with counts inferred from the IP samples
     (``count_source = "inferred"``) when ``mode`` is ``on``, or ``auto`` and the result
     has no LBR counts.  Derived data: call it on merged raw counts, never store its output
     as raw counts.  ``binary`` is the :class:`~bbmap.binary.Binary` the result maps to.
     ``disasm_cache``: use the on-disk disassembly cache (unless ``BBMAP_NO_CACHE``).
     ``sample_model``: ``auto`` (what the samples' event calls for,
-    :mod:`bbmap.inference.events`) or one of ``SAMPLE_MODEL_CHOICES``."""
+    :mod:`bbmap.inference.events`) or one of ``SAMPLE_MODELS``.  ``unknown``: blocks
+    whose zero samples are no evidence (:func:`bbmap.inference.counts.infer_counts`)."""
     if mode not in INFERENCE_MODES:
         raise BBMapError(f"--inference must be one of {', '.join(INFERENCE_MODES)}, "
                          f"not {mode!r}")
-    if sample_model not in SAMPLE_MODEL_CHOICES:
-        raise BBMapError(f"--sample-model must be one of {', '.join(SAMPLE_MODEL_CHOICES)}, "
+    if sample_model not in SAMPLE_MODELS:
+        raise BBMapError(f"--sample-model must be one of {', '.join(SAMPLE_MODELS)}, "
                          f"not {sample_model!r}")
     if mode == "off" or (mode == "auto" and res.has_lbr):
         return res
@@ -624,7 +480,7 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
         # only the functions inference will solve (those with samples in their blocks):
         # the rest of a large binary is not disassembled
         cfg = recover_cfg(binary, res.block_map, functions=sampled_functions(res),
-                          cache=cache)
+                          cache=cache, dis=dis() if dis is not None else None)
     except BBMapError as e:
         res.inference = {"status": "skipped", "reason": str(e)}
         res.warnings.append(Diagnostic(f"inference: {e}; counts not inferred",
@@ -639,7 +495,8 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     em = profile_model(sample_events(res))
     if sample_model != "auto":
         em = EventModel(em.event, sample_model, em.precise, "chosen with --sample-model")
-    inf = infer_counts(cfg, res.block_samples, solver=solver, ip=ip, model=em.model)
+    inf = infer_counts(cfg, res.block_samples, solver=solver, ip=ip, model=em.model,
+                       unknown=unknown)
     used = inf.quality.sample_model
     res.block_count = inf.block_count
     cf, ct, cc, clo, chi = _inferred_calls(cfg, inf.block_count, inf.block_low,
@@ -732,3 +589,44 @@ def producer_of(b) -> str | None:  # noqa: ANN001 - a bbmap.binary.Binary
             clang = [p for p in parts if "clang version" in p]
             return (clang or parts or [None])[-1]
     return None
+
+
+# ----------------------------------------------------------------------------- render
+def render(result: AnnotateResult, fmt: str, *, top: int | None = None,
+           cluster_version: int = 1, tty: bool = False) -> str | bytes:
+    """The render phase: ``result`` in one of ``ANNOTATE_FORMATS`` (but ``aggregate``,
+    the raw counts the CLI writes from the session).  BOLT's formats read the binary's
+    code through the one the run loaded (``result.loaded``).  ``tty``: a person at a
+    terminal (rich tables, colour, the terminal's width)."""
+    if fmt in BOLT_FORMATS:
+        from bbmap.outputs.bolt import render_fdata, render_preagg
+
+        b = result.loaded
+        return render_fdata(result, b) if fmt == "fdata" else render_preagg(result, b)
+    if fmt == "json":
+        from bbmap.outputs.jsonout import render_json_bytes
+        return render_json_bytes(result, top=top or None)
+    if fmt == "csv":
+        from bbmap.outputs.csvout import render_csv_bytes
+        return render_csv_bytes(result, top=top or None)
+    if fmt == "propeller":
+        from bbmap.outputs.propeller import render_propeller
+        return render_propeller(result, version=cluster_version)
+    if fmt == "symorder":
+        from bbmap.outputs.propeller import render_symorder
+        return render_symorder(result)
+    if fmt == "match-infer":  # clang's hashed profile; a carried result's under the new
+        from bbmap.outputs.propeller_hashed import render_match_infer  # build's names
+
+        rep = result.carried  # bbmap matched the functions (suffixes change), clang blocks
+        if rep is not None:
+            return render_match_infer(rep.profiled_counts(), names=rep.renames)
+        return render_match_infer(result)
+    if fmt != "text":
+        raise BBMapError(f"no renderer for the format {fmt!r}")
+    import shutil
+
+    from bbmap.outputs.text import render_text
+    width = shutil.get_terminal_size((120, 40)).columns if tty else 120
+    return render_text(result, top=20 if top is None else (top or 10**9), width=max(width, 80),
+                       color=tty, rich=tty)

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""One release behind, on real releases: profile release N, build release N+1 from it.
+
+For each program, two releases fetched from their registries and pinned by sha256 (zstd
+1.5.6 and 1.5.7 from the ``zstandard`` 0.23.0 and 0.25.0 sdists; SQLite from the
+``better-sqlite3`` 11.10.0 and 13.2.0 npm packages), built as bench/e2e builds them
+(clang-22 -O2, block map, function sections, unique internal names, lld) plus
+``-mllvm -emit-bb-hash``.  Release N is profiled (``perf record -e cpu-clock`` of the
+profiling input) and N+1 is rebuilt from that profile five ways:
+
+* ``fresh``: bbmap's layout from a profile of N+1 itself (the win to reach);
+* ``stale``: ``bbmap layout PERF_N N+1 --profiled-binary N`` (bbmap carries the profile);
+* ``naive``: N's own cluster and symbol-ordering files applied to N+1 as they are (what
+  ``bbmap verify N+1 --cc-profile FILE --profiled-binary N`` refuses: its verdict is kept);
+* ``clang-mi``: clang 22's own matching: ``annotate --format match-infer`` of N's profile
+  (N's counts and block hashes under N+1's names) given to
+  ``-fbasic-block-sections=list= -mllvm -basic-block-section-match-infer``;
+* ``bolt-stale``: BOLT's stale path: ``perf2bolt-22 -nl -w`` YAML of N, then
+  ``llvm-bolt-22 --infer-stale-profile`` on N+1 (and ``bolt-fresh`` from N+1's own).
+
+Every build must print what N+1's baseline prints.  On the measuring input: cachegrind I1
+misses (32 KiB 8-way, 64 B lines) and taken branches in the binary (callgrind).  Each row's
+win is its reduction from the baseline as a share of the fresh build's reduction.
+
+    nice -n 10 python bench/bench_stale.py [--programs zstd,sqlite] [--cache DIR]
+                                          [--workdir DIR] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "e2e"))
+
+import measure  # noqa: E402
+import pipeline as pl  # noqa: E402
+from programs import SQLITE, SQLITE_SRC, ZSTD, ZSTD_SRC, Program  # noqa: E402
+
+# the releases before the ones bench/e2e pins
+OLD_SOURCES = {
+    "zstd": replace(ZSTD_SRC, version="0.23.0", archive="zstandard-0.23.0.tar.gz",
+                    root="zstandard-0.23.0",
+                    sha256="b2d8c62d08e7255f68f7a740bae85b3c9b8e5466baa9cbf7f57f1cde0ac6bc09"),
+    "sqlite": replace(SQLITE_SRC, version="11.10.0", archive="better-sqlite3-11.10.0.tgz",
+                      sha256="71e2d66a44dafc35649ff82742cf4908557fc31841108d19703b74b7065c0293"),
+}
+PROGRAMS = {"zstd": ZSTD, "sqlite": SQLITE}
+HASH = ("-mllvm", "-emit-bb-hash")
+ROWS = ("baseline", "fresh", "stale", "naive", "clang-mi", "bolt-fresh", "bolt-stale")
+
+
+def bbmap(*args: str, log: Path) -> subprocess.CompletedProcess:
+    return pl.sh([sys.executable, "-m", "bbmap", *args], log=log)
+
+
+def layout(perf: Path, binary: Path, out: Path, *extra: str) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    cc, ld = out / "cc.txt", out / "ld.txt"
+    bbmap("layout", str(perf), str(binary), "--cc-profile", str(cc), "--ld-profile", str(ld),
+          *extra, "--json", "-o", str(out / "layout.json"), log=out / "layout.log")
+    return {"cc": str(cc), "ld": str(ld)}
+
+
+def bolt(binary: Path, perf: Path, yaml_binary: Path, out: Path, stale: bool
+         ) -> dict[str, Any]:
+    """perf2bolt -nl -w of ``yaml_binary``'s profile, llvm-bolt of ``binary`` from it."""
+    yml = out.with_suffix(".yaml")
+    pl.sh([pl.PERF2BOLT, "-nl", "-p", str(perf), "-w", str(yml), "-o", str(out) + ".fdata",
+           str(yaml_binary)], log=out.with_suffix(".p2b.log"))
+    extra = ["--infer-stale-profile"] if stale else []
+    p = pl.sh([pl.LLVM_BOLT, str(binary), "-o", str(out), f"-data={yml}", *pl.BOLT_FLAGS,
+               *extra], log=out.with_suffix(".bolt.log"))
+    text = p.stdout + p.stderr
+    lines = [ln.strip() for ln in text.splitlines() if "stale" in ln.lower()
+             or "profile" in ln.lower() and "function" in ln.lower()][:8]
+    return {"yaml": str(yml), "log": lines}
+
+
+def run_program(prog: Program, work: Path, cache: Path) -> dict[str, Any]:
+    t0 = time.time()
+    old_src = OLD_SOURCES[prog.name]
+    roots_new = pl.fetch_all(cache)
+    root_new = roots_new[prog.source.package]
+    root_old = pl.fetch(old_src, cache)
+    corp = pl.corpora(roots_new)
+    prof_argv = pl.workload(prog, "profile", corp)
+    meas_argv = pl.workload(prog, "measure", corp)
+    w = work / prog.name
+    w.mkdir(parents=True, exist_ok=True)
+    b: dict[str, Path] = {}
+    old = pl.build(prog, root_old, w / "old", cflags=HASH)
+    new = pl.build(prog, root_new, w / "baseline", cflags=HASH)
+    b["baseline"] = new
+    perf_old = pl.record_ip(old, prof_argv, w / "old.perf.data", prog.ip_period_ns,
+                            prog.ip_repeat)
+    perf_new = pl.record_ip(new, prof_argv, w / "new.perf.data", prog.ip_period_ns,
+                            prog.ip_repeat)
+    doc: dict[str, Any] = {"old": f"{old_src.package} {old_src.version}",
+                           "new": f"{prog.source.package} {prog.source.version}",
+                           "samples": {"old": pl.ip_info(perf_old)["samples"],
+                                       "new": pl.ip_info(perf_new)["samples"]}}
+    fresh = layout(perf_new, new, w / "fresh")
+    stale = layout(perf_old, new, w / "stale", "--profiled-binary", str(old), "--force",
+                   "--carry-report", str(w / "carry.json"))
+    naive = layout(perf_old, old, w / "naive")
+    carry = json.loads((w / "carry.json").read_text())
+    doc["carry"] = {k: carry[k] for k in ("samples", "carried_share", "share")}
+    doc["carry"]["worst"] = carry["functions"][:5]
+    v = subprocess.run([sys.executable, "-m", "bbmap", "verify", str(new), "--cc-profile",
+                        naive["cc"], "--profiled-binary", str(old), "--json"],
+                       capture_output=True, text=True)
+    vdoc = json.loads(v.stdout) if v.stdout.startswith("{") else {}
+    doc["verify_naive"] = {"exit": v.returncode,
+                           "misplaced_functions": len(vdoc.get("misplaced", []))}
+    for row, lay in (("fresh", fresh), ("stale", stale), ("naive", naive)):
+        cf, lf = pl.layout_flags(lay)
+        b[row] = pl.build(prog, root_new, w / row / "bin", cflags=(*HASH, *cf), ldflags=lf)
+    mi = w / "clang-mi.txt"
+    with open(mi, "w") as fh:
+        pl.sh([sys.executable, "-m", "bbmap", "annotate", str(perf_old), str(new),
+               "--profiled-binary", str(old), "--force", "--format", "match-infer"],
+              stdout=fh)
+    b["clang-mi"] = pl.build(prog, root_new, w / "clang-mi" / "bin",
+                             cflags=(*HASH, f"-fbasic-block-sections=list={mi}", "-mllvm",
+                                     "-basic-block-section-match-infer"))
+    doc["bolt"] = {}
+    for row, perf, src, st in (("bolt-fresh", perf_new, new, False),
+                               ("bolt-stale", perf_old, old, True)):
+        out = w / f"{row}.bin"
+        doc["bolt"][row] = bolt(new, perf, src, out, st)
+        b[row] = out
+    want = pl.program_output(new, meas_argv)
+    for row, path in b.items():
+        if pl.program_output(path, meas_argv) != want:
+            raise pl.StepError(f"{row}: {path} prints something else than the baseline")
+    rows = {}
+    for row in ROWS:
+        cg = measure.cachegrind(b[row], meas_argv, "32768,8,64")
+        cl = measure.callgrind(b[row], meas_argv)
+        rows[row] = {"i1_misses": cg["i1_misses"], "instructions": cg["instructions"],
+                     "taken": cl.taken_in_binary}
+    base, fr = rows["baseline"], rows["fresh"]
+    for r in rows.values():
+        for k in ("i1_misses", "taken"):
+            gain = base[k] - fr[k]
+            r[f"{k}_share_of_fresh"] = round((base[k] - r[k]) / gain, 4) if gain else None
+    doc["rows"] = rows
+    doc["seconds"] = round(time.time() - t0, 1)
+    return doc
+
+
+def table(name: str, doc: dict[str, Any]) -> str:
+    lines = [f"{name}: profile of {doc['old']}, build of {doc['new']}; carried "
+             f"{100 * doc['carry']['carried_share']:.1f}% of {doc['carry']['samples']} "
+             f"samples; verify of the naive file: exit {doc['verify_naive']['exit']}, "
+             f"{doc['verify_naive']['misplaced_functions']} functions misplaced",
+             f"{'row':12} {'I1 misses':>12} {'of fresh':>9} {'taken':>12} {'of fresh':>9}"]
+    for row, r in doc["rows"].items():
+        def pct(x: float | None) -> str:
+            return "" if x is None else f"{100 * x:.1f}%"
+        lines.append(f"{row:12} {r['i1_misses']:12,d} {pct(r['i1_misses_share_of_fresh']):>9} "
+                     f"{r['taken']:12,d} {pct(r['taken_share_of_fresh']):>9}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--programs", default="zstd,sqlite")
+    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "bbmap-e2e")
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args()
+    work = a.workdir or a.cache / "stale"
+    out = {}
+    for name in a.programs.split(","):
+        out[name] = run_program(PROGRAMS[name], work, a.cache)
+        print(table(name, out[name]), flush=True)
+    if a.json:
+        a.json.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Rebuild corpus/stale from source: two releases of src/prog.c with clang-22, each with and
+# without the block hashes, -O2 and -O3; a perf profile of each profiled (release 1) build
+# and valgrind's exact counts of each next build.  Run from corpus/stale; needs clang-22,
+# perf (cpu-clock), valgrind, and PYTHON (default python3) with bbmap's dependencies.  Binaries are non-PIE so valgrind's addresses are the ELF's;
+# objects are compiled to fixed names first, so a rebuild is byte-identical.
+set -eu
+CC=${CC:-clang-22}
+PERF_ROUNDS=${PERF_ROUNDS:-40000}  # about a second: ~10,000 cpu-clock samples
+EXACT_ROUNDS=${EXACT_ROUNDS:-4000}  # valgrind is ~50x slower; counts scale with rounds
+mkdir -p bin profiles exact obj
+base="-fbasic-block-address-map -funique-internal-linkage-names -fno-pie"
+build() {  # NAME SRC OPT [HASH]
+  $CC $3 $base ${4:+-mllvm -emit-bb-hash} -c -o obj/$1.o src/$2
+  $CC -no-pie -Wl,--build-id -o bin/$1 obj/$1.o
+}
+build v1-O2-hash prog_v1.c -O2 1
+build v2-O2-hash prog_v2.c -O2 1
+build v1-O3-hash prog_v1.c -O3 1
+build v1-O2 prog_v1.c -O2
+build v2-O2 prog_v2.c -O2
+# a rebuild of v1-O2 (no hashes: clang 22's -emit-bb-hash makes a compile differ from run
+# to run, in the instruction part of some hashes)
+build v1-O2-rebuild prog_v1.c -O2
+cmp bin/v1-O2 bin/v1-O2-rebuild
+rm -r obj
+# the profiled builds, and fresh profiles of the next builds (what a stale profile is
+# measured against)
+for b in v1-O2-hash v1-O2 v2-O2-hash v1-O3-hash v2-O2; do
+  perf record -q -e cpu-clock -F 10000 -o profiles/$b.perf.data -- bin/$b $PERF_ROUNDS >/dev/null
+done
+for b in v2-O2-hash v1-O3-hash v2-O2 v1-O2-hash; do
+  valgrind -q --tool=callgrind --dump-instr=yes --callgrind-out-file=exact/$b.callgrind \
+    bin/$b $EXACT_ROUNDS >/dev/null
+  PYTHONPATH=../.. ${PYTHON:-python3} ../tools/callgrind_counts.py exact/$b.callgrind bin/$b \
+    $EXACT_ROUNDS > exact/$b.json
+  rm exact/$b.callgrind
+done

@@ -1,0 +1,208 @@
+"""Carrying a profile of one build onto the next (bbmap.stale, spec/stale.md), measured on
+corpus/stale: two real releases of one program built by clang 22 (-O2 and -O3, with and
+without -emit-bb-hash), real cpu-clock profiles of every build, and valgrind's exact
+block counts of the next builds.  The carried counts are held against the exact counts
+and against what a fresh profile of the new build gives; the naive path (samples moved
+block ID for block ID, what an old cluster file does) is the baseline to beat."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import numpy as np
+import pytest
+
+from bbmap.binary import load_binary
+from bbmap.run import annotate, apply_inference
+from bbmap.stale.carry import carry
+from bbmap.stale.fingerprint import function_blocks
+from bbmap.stale.names import bare_name, base_name, match_functions
+from tests.helpers import CORPUS
+
+STALE = CORPUS / "stale"
+# (profiled build, next build): a release's edits at -O2 without and with the block
+# hashes, and the same source at -O3
+PAIRS = [("v1-O2", "v2-O2"), ("v1-O2-hash", "v2-O2-hash"), ("v1-O2-hash", "v1-O3-hash")]
+
+
+def _bin(name: str) -> str:
+    return str(STALE / "bin" / name)
+
+
+def _perf(name: str) -> str:
+    return str(STALE / "profiles" / f"{name}.perf.data")
+
+
+@cache
+def _old(name: str):  # noqa: ANN202 - an AnnotateResult
+    return annotate([_perf(name)], _bin(name), inference="off", addresses=True)
+
+
+@cache
+def _carried(old: str, new: str):  # noqa: ANN202 - (AnnotateResult, CarryReport)
+    return carry(_old(old), load_binary(_bin(old)), load_binary(_bin(new)))
+
+
+@cache
+def _fresh(name: str):  # noqa: ANN202
+    return annotate([_perf(name)], _bin(name))
+
+
+def _truth(res, name: str) -> np.ndarray:  # noqa: ANN001
+    ex = json.loads((STALE / "exact" / f"{name}.json").read_text())
+    by_addr = {int(b["address"], 16): b["count"] or 0 for b in ex["blocks"]}
+    return np.array([by_addr.get(int(a), 0) for a in res.block_start], float)
+
+
+def _error(est: np.ndarray, truth: np.ndarray) -> float:
+    """Sum of absolute errors over the exact total, the estimate scaled to the truth's
+    total (inferred counts are relative)."""
+    est = est.astype(float)
+    return float(np.abs(est * truth.sum() / est.sum() - truth).sum() / truth.sum())
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """Shared share of two sample distributions over the same blocks (1: identical)."""
+    a, b = a / a.sum(), b / b.sum()
+    return float(1 - 0.5 * np.abs(a - b).sum())
+
+
+def _naive_samples(old: str, new: str) -> np.ndarray:
+    """The old profile's block samples moved to the new block of the same ID in the
+    function of the same name (suffixes aside): what an old cluster file assumes."""
+    r = _old(old)
+    mo, mn = load_binary(_bin(old)).block_map, load_binary(_bin(new)).block_map
+    by_name = {base_name(n): g for g, n in enumerate(mn.func_name)}
+    out = np.zeros(mn.num_blocks, np.int64)
+    for f, n in enumerate(mo.func_name):
+        g = by_name.get(base_name(n))
+        if g is None:
+            continue
+        ids = {int(mn.block_id[b]): b for b in function_blocks(mn, g)}
+        for a in function_blocks(mo, f).tolist():
+            b = ids.get(int(mo.block_id[a]))
+            if b is not None:
+                out[b] += r.block_samples[a]
+    return out
+
+
+@pytest.mark.parametrize(("old", "new"), PAIRS, ids=[f"{a}->{b}" for a, b in PAIRS])
+def test_carried_samples_land_where_a_fresh_profile_puts_them(old: str, new: str) -> None:
+    res, _rep = _carried(old, new)
+    fresh = _fresh(new).block_samples
+    carried = _overlap(res.block_samples, fresh)
+    naive = _overlap(_naive_samples(old, new), fresh)
+    # two real profiles of one binary overlap ~0.95 here (sampling noise); the carried
+    # one loses only the removed and inlined functions' share
+    assert carried >= 0.85, carried
+    assert carried >= naive - 1e-9, (carried, naive)
+
+
+@pytest.mark.parametrize(("old", "new"), PAIRS, ids=[f"{a}->{b}" for a, b in PAIRS])
+def test_carried_counts_close_to_a_fresh_profiles_against_valgrind(old: str, new: str) -> None:
+    res, _rep = _carried(old, new)
+    assert res.count_source == "inferred"
+    truth = _truth(res, new)
+    carried = _error(res.block_count, truth)
+    fresh = _error(_fresh(new).block_count, truth)
+    assert carried <= fresh + 0.05, (carried, fresh)
+
+
+def test_naive_path_is_worse_where_ids_moved() -> None:
+    """v2 adds an early return to classify(): its block IDs shift; moving samples ID for
+    ID puts them on the wrong blocks, and the counts show it."""
+    old, new = "v1-O2-hash", "v2-O2-hash"
+    res, _rep = _carried(old, new)
+    truth = _truth(res, new)
+    naive = res.__class__(**{**res.__dict__})
+    naive.block_samples = _naive_samples(old, new)
+    naive.addresses = None
+    naive.count_source = "none"
+    apply_inference(naive, load_binary(_bin(new)), "on")
+    assert _error(res.block_count, truth) + 0.2 < _error(naive.block_count, truth)
+
+
+def test_report_says_how_each_function_carried() -> None:
+    _res, rep = _carried("v1-O2", "v2-O2")
+    by = {base_name(f.name): f for f in rep.functions}
+    # retire() is gone in release 2, mix() inlined into checksum(): nothing to carry to
+    assert by["_ZL6retirePKji"].found_by is None
+    assert by["mix"].dropped == by["mix"].samples > 0
+    # the static functions' -funique-internal-linkage-names suffix changed with the file
+    assert by["_ZL8classifyj"].found_by == "suffix"
+    assert by["main"].found_by == "name"
+    # insertion_sort() is unchanged: every sample carried exactly
+    assert by["_ZL14insertion_sortPji"].exact == by["_ZL14insertion_sortPji"].samples
+    # classify() is edited (an early return, registers reallocated): its blocks carry by
+    # hash, and the switch's cases whose registers changed by their jump-table entry
+    c = by["_ZL8classifyj"]
+    assert c.exact == 0 and c.hash > 0.5 * c.samples and c.anchor > 0.1 * c.samples
+    assert c.dropped == 0
+    for f in rep.functions:
+        assert f.exact + f.hash + f.anchor + f.dropped == f.samples
+    assert 0.9 < rep.carried_share < 0.97  # mix() and retire() are the rest
+    assert not rep.too_little
+    doc = rep.to_json()
+    worst = [f["share"]["dropped"] for f in doc["functions"]]
+    assert worst[0] == 1.0  # worst first
+    assert doc["functions"][0]["function"] in ("mix", by["_ZL6retirePKji"].name)
+
+
+def test_o3_rebuild_matches_unchanged_functions_exactly() -> None:
+    _res, rep = _carried("v1-O2-hash", "v1-O3-hash")
+    by = {base_name(f.name): f for f in rep.functions}
+    assert by["_ZL8classifyj"].exact == by["_ZL8classifyj"].samples
+    assert rep.carried_share > 0.95
+
+
+def test_identical_rebuild_gives_the_direct_counts() -> None:
+    """A byte-identical rebuild: every function exact, every address carried unchanged,
+    so the counts are those of annotating the profile directly."""
+    old, new = "v1-O2", "v1-O2-rebuild"
+    assert (STALE / "bin" / old).read_bytes() == (STALE / "bin" / new).read_bytes()
+    res, rep = carry(_old(old), load_binary(_bin(old)), load_binary(_bin(new)))
+    direct = _fresh(old)
+    assert rep.total("exact") == rep.samples
+    for col in ("block_samples", "block_count", "edge_from", "edge_to", "edge_count",
+                "block_low", "block_high"):
+        np.testing.assert_array_equal(getattr(res, col), getattr(direct, col), err_msg=col)
+
+
+def test_carry_is_deterministic() -> None:
+    a, ra = carry(_old("v1-O2"), load_binary(_bin("v1-O2")), load_binary(_bin("v2-O2")))
+    b, rb = carry(_old("v1-O2"), load_binary(_bin("v1-O2")), load_binary(_bin("v2-O2")))
+    np.testing.assert_array_equal(a.block_count, b.block_count)
+    assert ra.to_json() == rb.to_json()
+
+
+def test_too_little_carried_is_an_error() -> None:
+    """A profile carried onto an unrelated program: almost nothing matches."""
+    other = load_binary(str(CORPUS / "demo" / "layout"))
+    res, rep = carry(_old("v1-O2"), load_binary(_bin("v1-O2")), other)
+    assert rep.too_little
+    assert any(w.severity == "error" and "carried" in w.message for w in res.warnings)
+
+
+def test_functions_matched_through_suffixes_and_contents() -> None:
+    old = ["main", "f.llvm.123", "g.__uniq.1", "h", "dup.__uniq.1", "dup.__uniq.2", None]
+    new = ["main", "f.llvm.999", "g.__uniq.2", "renamed", "dup.__uniq.7", "dup.__uniq.8"]
+    contents = {("old", 3): 42, ("new", 3): 42, ("old", 4): 1, ("old", 5): 2,
+                ("new", 4): 2, ("new", 5): 1}
+    got, how = match_functions(old, new, range(6), lambda s, f: contents.get((s, f), 0))
+    assert got == {0: 0, 1: 1, 2: 2, 3: 3, 4: 5, 5: 4}
+    assert how == {0: "name", 1: "suffix", 2: "suffix", 3: "content", 4: "suffix",
+                   5: "suffix"}
+    assert base_name("x.__uniq.12.llvm.34") == "x"
+
+
+def test_functions_matched_through_renamed_parameter_types() -> None:
+    """zstd 1.5.7 renamed ZSTD_matchState_t to ZSTD_MatchState_t: every static function
+    taking one got another mangled name under -funique-internal-linkage-names."""
+    old = ["_ZL23ZSTD_compressBlock_opt0P17ZSTD_matchState_tPKv.__uniq.1", "_ZL1fi"]
+    new = ["_ZL1fj", "_ZL23ZSTD_compressBlock_opt0P17ZSTD_MatchState_tPKv.__uniq.1"]
+    got, how = match_functions(old, new, range(2), lambda s, f: 0)
+    assert got == {0: 1, 1: 0}
+    assert how == {0: "signature", 1: "signature"}
+    assert bare_name(old[0]) == "ZSTD_compressBlock_opt0"
+    assert bare_name("main") == "main"
