@@ -2,8 +2,8 @@
 """End-to-end proof of the layout: rebuild real third-party programs from bbmap's profiles
 and measure the win, beside BOLT on the same baseline and the same profile.
 
-For each program (bench/e2e/programs.py: SQLite and zstd amalgamations from npm and PyPI,
-pinned by version and sha256, driven by bench/e2e/*_driver.c):
+For each program (bench/e2e/programs.py: SQLite, zstd and Lua amalgamations from npm and
+PyPI, pinned by version and sha256, driven by bench/e2e/*_driver.c):
 
 1. baseline: clang-22 -O2 -fbasic-block-address-map -ffunction-sections
    -funique-internal-linkage-names, lld --emit-relocs;
@@ -21,7 +21,7 @@ pinned by version and sha256, driven by bench/e2e/*_driver.c):
 
 Prints one table per program and writes everything as JSON.
 
-    python bench/bench_e2e.py [--programs sqlite,zstd] [--cache DIR] [--workdir DIR]
+    python bench/bench_e2e.py [--programs sqlite,zstd,lua] [--cache DIR] [--workdir DIR]
                               [--json FILE] [--runs 10] [--nice 10] [--rows R,...] [--smoke]
                               [--precise] [--profiles-only]
 
@@ -51,22 +51,23 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "e2e"))
 
+import compare  # noqa: E402
 import measure  # noqa: E402
 import pipeline as pl  # noqa: E402
 from programs import PROGRAMS, Program  # noqa: E402
 
 ROWS = ("baseline", "bbmap-lbr", "bbmap-ip", "bolt-lbr", "bolt-ip")
-# on request (--rows): the LBR layout relinked with -falign-loops=1.  Clang aligns loop
-# headers for the layout it chose; basic-block sections then move blocks, so padding that
-# sat behind an unconditional jump can land on the hot fall-through path and run.  BOLT
-# drops every nop when it rewrites a function.  This row measures what that costs.
-EXTRA_ROWS = ("bbmap-lbr-a1", "bbmap-precise")
+# on request (--rows): the LBR layout relinked without the compiler flags bbmap's recipe
+# adds (loop alignment kept).  Clang aligns loop headers for the layout it chose;
+# basic-block sections then move blocks, so padding that sat behind an unconditional jump
+# can land on the hot fall-through path and run (bbmap/layout/align.py).  BOLT drops every
+# nop when it rewrites a function.  This row measures what the recipe's flag saves.
+EXTRA_ROWS = ("bbmap-lbr-keep", "bbmap-precise")
 # with --precise: the layout from the precise instruction-sample profile (IP only, an
 # unbiased per-instruction sample, counts inferred), against the LBR layout's reductions.
-ALIGN1 = ("-falign-loops=1",)
 LABELS = {"baseline": "baseline", "bbmap-lbr": "bbmap (LBR)", "bbmap-ip": "bbmap (IP)",
           "bolt-lbr": "BOLT (LBR)", "bolt-ip": "BOLT (IP, -nl)",
-          "bbmap-lbr-a1": "bbmap (LBR) a1", "bbmap-precise": "bbmap (precise)"}
+          "bbmap-lbr-keep": "bbmap (LBR) keep", "bbmap-precise": "bbmap (precise)"}
 
 
 def default_cache() -> Path:
@@ -206,13 +207,13 @@ def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argpars
         cfl, lfl = pl.layout_flags(lay)
         builds[row] = clock.step(s + f"{row} build", pl.build, prog, root, w / row / "bin",
                                  cflags=cfl, ldflags=lfl)
-    if "bbmap-lbr-a1" in args.rows and lbr_perf.exists():
+    if "bbmap-lbr-keep" in args.rows and lbr_perf.exists():
         lay = layouts.get("bbmap-lbr") or clock.step(s + "bbmap-lbr layout", pl.bbmap_layout,
                                                      lbr_perf, base, w / "bbmap-lbr")
-        cfl, lfl = pl.layout_flags(lay)
-        builds["bbmap-lbr-a1"] = clock.step(s + "bbmap-lbr-a1 build", pl.build, prog, root,
-                                            w / "bbmap-lbr-a1" / "bin",
-                                            cflags=(*cfl, *ALIGN1), ldflags=lfl)
+        cfl, lfl = pl.layout_flags(lay, recipe=False)
+        builds["bbmap-lbr-keep"] = clock.step(s + "bbmap-lbr-keep build", pl.build, prog,
+                                              root, w / "bbmap-lbr-keep" / "bin",
+                                              cflags=cfl, ldflags=lfl)
     res["layouts"] = layouts
 
     # BOLT builds
@@ -271,6 +272,8 @@ def run_program(prog: Program, roots: dict[str, Path], work: Path, args: argpars
                  taken_branches_all_objects=cg.taken_total,
                  pages_99=cg.page_footprint(), cold_share=measure.cold_share(cg, b),
                  **measure.text_size(b))
+        mix = compare.instruction_mix(cg, b)  # executed nops: padding on a running path
+        m.update(nops=mix["nop"], jmp=mix["jmp"])
         res["builds"][row] = m
 
     # wall time, interleaved
@@ -320,7 +323,7 @@ def summarize(b: dict[str, Any]) -> dict[str, Any]:
             return None
         return {k: (a[k] / b[k] if b[k] < 0 else None) for k, _ in MEASURES}
     ch = out["change"]
-    for kind in ("lbr", "ip", "lbr-a1"):
+    for kind in ("lbr", "ip", "lbr-keep"):
         if (v := share(ch.get(f"bbmap-{kind}"), ch.get(f"bolt-{kind[:3]}"))) is not None:
             out["bbmap_share_of_bolt"][kind] = v
     # issue 12's end-to-end goal: the layout from the IP-only profile (inferred counts)
@@ -341,7 +344,7 @@ def table(res: dict[str, Any]) -> str:
              f"{' '.join(res['workloads']['measure'])}"]
     hdr = (f"{'build':<15} {'instructions':>13} {'I1 miss 32K':>19} {'I1 miss 16K':>19} "
            f"{'taken br':>19} {'pages99':>11} {'wall ms (med ±sd)':>24} "
-           f"{'task-clock ms (med ±rsd)':>26} {'text KiB':>9}")
+           f"{'task-clock ms (med ±rsd)':>26} {'text KiB':>9} {'nops run':>11}")
     lines += [hdr, "-" * len(hdr)]
     for row in ROWS + EXTRA_ROWS:
         if row not in b:
@@ -361,7 +364,8 @@ def table(res: dict[str, Any]) -> str:
               + ("" if row == "baseline" else f" ({c['time']:+.1%})")) if t else "-"
         lines.append(f"{LABELS[row]:<15} {m['instructions']:>13,} {cell('i1_misses_32k')} "
                      f"{cell('i1_misses_16k')} {cell('taken_branches')} "
-                     f"{cell('pages_99', 11)} {tc:>24} {tp:>26} {m['text_bytes'] / 1024:>9.0f}")
+                     f"{cell('pages_99', 11)} {tc:>24} {tp:>26} {m['text_bytes'] / 1024:>9.0f} "
+                     f"{m.get('nops', 0):>11,}")
     def shares(share: dict[str, float | None]) -> str:
         return ", ".join(f"{label} {share[k]:.0%}" if share[k] is not None else f"{label} n/a"
                          for k, label in MEASURES)
@@ -382,9 +386,12 @@ def table(res: dict[str, Any]) -> str:
         lines.append(text)
     for row, lay in res.get("layouts", {}).items():
         tot = lay["totals"]
+        pad_b, pad_a = tot.get("padding_run_before", {}), tot.get("padding_run_after", {})
         lines.append(f"{row} layout: counts {lay['count_source']}, {tot['functions']} "
                      f"functions, {lay['function_order']['algorithm']} order, hot "
-                     f"{tot['hot_bytes']:,} B, fall-throughs +{tot['fallthrough_gained']:,}")
+                     f"{tot['hot_bytes']:,} B, fall-throughs +{tot['fallthrough_gained']:,}, "
+                     f"padding run {pad_b.get('bytes', 0):,} -> {pad_a.get('bytes', 0):,} B, "
+                     f"recipe flags {' '.join(lay.get('compiler_flags', [])) or '-'}")
     if "timing_load" in res:
         lo = res["timing_load"]
         lines.append(f"timing: load average {lo['before'][0]:.2f} before, "
@@ -412,8 +419,8 @@ def markdown(res: dict[str, Any]) -> str:
     """The table of one program as Markdown (spec/e2e.md's "Latest figures")."""
     b, ch = res["builds"], res["summary"]["change"]
     out = ["| build | instructions | I1 miss 32K | I1 miss 16K | taken br | pages99 | "
-           "in .cold | wall ms (med ±sd) | task-clock ms (med ±rsd) | text KiB |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "in .cold | wall ms (med ±sd) | task-clock ms (med ±rsd) | text KiB | nops run |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in ROWS + EXTRA_ROWS:
         if row not in b:
             continue
@@ -429,7 +436,7 @@ def markdown(res: dict[str, Any]) -> str:
         out.append(f"| {LABELS[row]} | {m['instructions']:,} | {cell('i1_misses_32k')} | "
                    f"{cell('i1_misses_16k')} | {cell('taken_branches')} | "
                    f"{cell('pages_99')} | {m.get('cold_share', 0):.2%} | {wall} | {task} | "
-                   f"{m['text_bytes'] / 1024:.0f} |")
+                   f"{m['text_bytes'] / 1024:.0f} | {m.get('nops', 0):,} |")
     return "\n".join(out)
 
 

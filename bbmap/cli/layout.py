@@ -43,6 +43,11 @@ from bbmap.options import Status
 @click.option("--function-order", type=click.Choice(["c3", "cdsort", "hot"]), default="c3",
               show_default=True,
               help="call-chain clustering, LLVM's cache-directed sort, or hottest first")
+@click.option("--loop-alignment", type=click.Choice(["auto", "keep", "drop"]), default="auto",
+              show_default=True,
+              help="the relink's loop-header alignment: off when the new order runs the "
+                   "compiler's padding on hot paths more than its own order did (auto), "
+                   "always (drop) or never (keep); the report prints the flags")
 @click.option("--json", "as_json", is_flag=True,
               help="the report as JSON; default with -o NAME.json")
 @output_option()
@@ -51,8 +56,9 @@ from bbmap.options import Status
 @guarded
 def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str | None,
                params: str, cluster_version: str, verbose: bool, layout_only: bool,
-               split_only: bool, function_order: str, as_json: bool, output: str | None,
-               profiled_binary: str | None = None, carry_report: str | None = None,
+               split_only: bool, function_order: str, loop_alignment: str, as_json: bool,
+               output: str | None, profiled_binary: str | None = None,
+               carry_report: str | None = None,
                **profile: Any) -> None:
     """Lay out BINARY's hot code from the branch profile in PERF_DATA (files or
     @listfiles, merged): Ext-TSP block order, hot/cold splitting, call-chain function
@@ -84,7 +90,8 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
     result = annotate_any(perf_paths, binary, profiled_binary, carry_report,
                           run_options(**profile))
     mode = "layout-only" if layout_only else "split-only" if split_only else "split"
-    plan = plan_layout(result, params=params, mode=mode, function_order=function_order)
+    plan = plan_layout(result, params=params, mode=mode, function_order=function_order,
+                       loop_alignment=loop_alignment)
     if result.status == Status.REFUSED:  # does not fit the binary: nothing written
         exit_if_failed(result)
     if cc_profile:  # (a run that maps nothing exits 1: no existing file is replaced)

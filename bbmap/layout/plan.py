@@ -38,6 +38,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bbmap.layout.align import (
+    LOOP_ALIGNMENT_POLICIES,
+    Padding,
+    loop_alignment_flags,
+    padding_before_after,
+)
 from bbmap.layout.callchain import MERGE_SIZE_LIMIT, call_chain_order, hottest_first
 from bbmap.layout.cdsort import cdsort_order
 from bbmap.layout.exttsp import (
@@ -71,6 +77,9 @@ class FunctionLayout:
     inter_after: float = 0.0
     fallthrough_before: int = 0  # executions of jumps that fall through
     fallthrough_after: int = 0
+    # alignment padding run by fall-throughs, compiler's layout and new (bbmap.layout.align)
+    padding_before: Padding = field(default_factory=Padding)
+    padding_after: Padding = field(default_factory=Padding)
 
     @property
     def name(self) -> str:
@@ -108,7 +117,9 @@ class FunctionLayout:
                           "inter_before": self.inter_before, "inter_after": self.inter_after},
                 "fallthroughs": {"before": self.fallthrough_before,
                                  "after": self.fallthrough_after,
-                                 "gained": self.fallthrough_after - self.fallthrough_before}}
+                                 "gained": self.fallthrough_after - self.fallthrough_before},
+                "padding_run": {"before": self.padding_before.to_json(),
+                                "after": self.padding_after.to_json()}}
 
 
 @dataclass
@@ -123,6 +134,16 @@ class LayoutPlan:
     function_order_note: str  # why it fell back, or ""
     functions: list[FunctionLayout]  # in linker order
     unmapped: list[str] = field(default_factory=list)  # hot symbols without a block map
+    loop_alignment: str = "auto"  # keep | drop | auto (bbmap.layout.align)
+
+    @property
+    def compiler_flags(self) -> tuple[str, ...]:
+        """Flags the relink adds beside the cluster file (loop alignment off when the new
+        order runs the compiler's padding on hot paths)."""
+        fs = self.functions
+        return loop_alignment_flags(self.loop_alignment,
+                                    sum((f.padding_before for f in fs), Padding()),
+                                    sum((f.padding_after for f in fs), Padding()))
 
     @property
     def symbol_order(self) -> list[str]:
@@ -143,7 +164,9 @@ class LayoutPlan:
                 "fallthrough_before": sum(f.fallthrough_before for f in fs),
                 "fallthrough_after": sum(f.fallthrough_after for f in fs),
                 "fallthrough_gained": sum(f.fallthrough_after - f.fallthrough_before
-                                          for f in fs)}
+                                          for f in fs),
+                "padding_run_before": sum((f.padding_before for f in fs), Padding()).to_json(),
+                "padding_run_after": sum((f.padding_after for f in fs), Padding()).to_json()}
 
     def to_json(self) -> dict:
         return {"format_version": PLAN_FORMAT_VERSION, "binary": self.binary,
@@ -154,13 +177,15 @@ class LayoutPlan:
                 "functions": [f.to_json() for f in self.functions],
                 "unmapped_hot_symbols": self.unmapped,
                 "symbol_order": self.symbol_order,
+                "loop_alignment": self.loop_alignment,
+                "compiler_flags": list(self.compiler_flags),
                 "totals": self.totals()}
 
 
 def plan_layout(result, *, params: ExtTspParams | str = PROPELLER,  # noqa: ANN001
                 mode: str = "split", function_order: str = "c3",
-                merge_size_limit: int = MERGE_SIZE_LIMIT, top: int | None = None
-                ) -> LayoutPlan:
+                merge_size_limit: int = MERGE_SIZE_LIMIT, top: int | None = None,
+                loop_alignment: str = "auto") -> LayoutPlan:
     """The layout plan of an ``AnnotateResult`` (see the module docstring); with ``top``,
     of its hottest ``top`` functions only (the others are neither laid out nor ordered:
     a report's view of the functions people look at, in a fraction of the time)."""
@@ -170,6 +195,9 @@ def plan_layout(result, *, params: ExtTspParams | str = PROPELLER,  # noqa: ANN0
         params = PARAMS[params]
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} (one of {', '.join(MODES)})")
+    if loop_alignment not in LOOP_ALIGNMENT_POLICIES:
+        raise ValueError(f"loop alignment {loop_alignment!r} "
+                         f"(one of {', '.join(LOOP_ALIGNMENT_POLICIES)})")
     if function_order not in FUNCTION_ORDERS:
         raise ValueError(f"function order {function_order!r} "
                          f"(one of {', '.join(FUNCTION_ORDERS)})")
@@ -181,7 +209,8 @@ def plan_layout(result, *, params: ExtTspParams | str = PROPELLER,  # noqa: ANN0
     return LayoutPlan(binary=prog.binary, count_source=prog.count_source, params=params,
                       mode=mode, function_order=algo, function_order_note=note,
                       functions=layouts,
-                      unmapped=[n for n, _ in sorted(prog.unmapped, key=lambda t: (-t[1], t[0]))])
+                      unmapped=[n for n, _ in sorted(prog.unmapped, key=lambda t: (-t[1], t[0]))],
+                      loop_alignment=loop_alignment)
 
 
 # ------------------------------------------------------------------ one function
@@ -219,6 +248,8 @@ def _layout_function(fn: FunctionCFG, counted: bool, p: ExtTspParams,
         if cold:  # the .cold part, laid out elsewhere in original order
             new_addr[cold] = (1 << 40) + np.concatenate(([0], np.cumsum(fn.sizes[cold])[:-1]))
         lay.fallthrough_after = _fallthroughs(new_addr, fn.sizes, fn.edges)
+        lay.padding_before, lay.padding_after = padding_before_after(
+            fn.addr, fn.sizes, fn.ranges, fn.edges, order)
     return lay
 
 

@@ -103,6 +103,11 @@ def render_report(plan: LayoutPlan) -> str:
                f"{t['fallthrough_after']:>14} {t['fallthrough_gained']:>+10}")
     out.append(f"inter-function (calls) score: {t['inter_before']:.1f} -> "
                f"{t['inter_after']:.1f} ({_pct(t['inter_before'], t['inter_after'])})")
+    pb, pa = t["padding_run_before"], t["padding_run_after"]
+    out.append(f"alignment padding run by fall-throughs: {pb['bytes']:,} B in "
+               f"{pb['entries']:,} entries -> {pa['bytes']:,} B in {pa['entries']:,} entries")
+    flags = " ".join(("-fbasic-block-sections=list=CC_PROFILE", *plan.compiler_flags))
+    out.append(f"build: clang {flags} ...; link: -Wl,--symbol-ordering-file=LD_PROFILE")
     if plan.unmapped:
         out.append(f"hot functions without a block map (listed in the symbol order, not "
                    f"clustered): {', '.join(plan.unmapped)}")

@@ -78,8 +78,10 @@ def fetch(src: Source, cache: Path) -> Path:
             sh(["npm", "pack", f"{src.package}@{src.version}", "--pack-destination", str(dl)],
                cwd=dl)
         else:
-            sh([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
-                f"{src.package}=={src.version}", "-d", str(dl)])
+            # the sdist of this package only (its build dependencies as wheels)
+            sh([sys.executable, "-m", "pip", "download", "--no-binary", src.package,
+                "--no-deps", f"{src.package}=={src.version}", "-d", str(dl)],
+               env={**os.environ, **dict(src.env)})
         if not arc.exists():
             raise StepError(f"{src.registry} did not write {arc}")
         got = sha256(arc)
@@ -102,10 +104,12 @@ def fetch_all(cache: Path) -> dict[str, Path]:
 
 
 def corpora(roots: dict[str, Path]) -> dict[str, list[str]]:
-    """zstd's corpora: every file of the downloaded packages, sorted by path, split
-    alternately into the profiling (even) and measuring (odd) inputs."""
-    files = sorted(str(p) for r in roots.values() for p in r.rglob("*") if p.is_file()
-                   and ".git" not in p.parts)
+    """zstd's corpora: every file of the downloaded packages (those with ``corpus``),
+    sorted by path, split alternately into the profiling (even) and measuring (odd)
+    inputs."""
+    inside = {s.package for s in SOURCES if s.corpus}
+    files = sorted(str(p) for k, r in roots.items() if k in inside for p in r.rglob("*")
+                   if p.is_file() and ".git" not in p.parts)
     even, odd = files[0::2], files[1::2]
     return {"even": even, "odd": odd, "smoke-even": even[:8], "smoke-odd": odd[:8]}
 
@@ -267,11 +271,15 @@ def bbmap_layout(perf: Path, binary: Path, out_dir: Path) -> dict[str, Any]:
             "cc": str(cc), "ld": str(ld), "report": str(rep),
             "count_source": doc["count_source"], "params": doc["params"],
             "mode": doc["mode"], "function_order": doc["function_order"],
-            "totals": doc["totals"],
+            "totals": doc["totals"], "compiler_flags": doc.get("compiler_flags", []),
             "functions": sum(1 for x in cc.read_text().splitlines() if x.startswith("f "))}
 
 
-def layout_flags(layout: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Compiler and linker flags of the relink from a layout's two files."""
-    return ((f"-fbasic-block-sections=list={layout['cc']}",),
+def layout_flags(layout: dict[str, Any], *, recipe: bool = True
+                 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Compiler and linker flags of the relink from a layout's two files, plus (``recipe``)
+    the compiler flags ``bbmap layout`` prints beside them (loop alignment off when its
+    order would run the compiler's padding)."""
+    extra = tuple(layout.get("compiler_flags", ())) if recipe else ()
+    return ((f"-fbasic-block-sections=list={layout['cc']}", *extra),
             (f"-Wl,--symbol-ordering-file={layout['ld']}", "-Wl,--no-warn-symbol-ordering"))

@@ -23,6 +23,9 @@ class Source:
     archive: str  # its file name
     root: str  # the directory the archive unpacks to
     files: tuple[str, ...]  # the amalgamation's files, relative to root
+    # environment of ``pip download`` (which runs the sdist's setup.py for its metadata)
+    env: tuple[tuple[str, str], ...] = ()
+    corpus: bool = True  # its files are part of zstd's corpora (pipeline.corpora)
 
 
 @dataclass(frozen=True)
@@ -79,5 +82,25 @@ ZSTD = Program(
                "smoke-profile": ("1,3", "4", "{corpus:smoke-even}"),
                "smoke-measure": ("1,3", "4", "{corpus:smoke-odd}")})
 
-PROGRAMS = {p.name: p for p in (SQLITE, ZSTD)}
-SOURCES = (SQLITE_SRC, ZSTD_SRC)
+# Lua 5.4 as lupa's sdist bundles it (third-party/lua54, with Lua's own one-file build,
+# onelua.c); LUPA_NO_LUAJIT keeps pip's metadata step from building the bundled LuaJIT.
+# Not part of zstd's corpora: those were fixed before it came.
+LUPA_SRC = Source(
+    registry="pypi", package="lupa", version="2.8",
+    sha256="d8022641b9ec8ecf2c5ecbe9f47e5a70e0b87c4b5ae921b92cb02a638e0acd08",
+    archive="lupa-2.8.tar.gz", root="lupa-2.8",
+    files=("third-party/lua54/onelua.c", "third-party/lua54/lua.h"),
+    env=(("LUPA_NO_LUAJIT", "true"),), corpus=False)
+
+# an interpreter: a big dispatch loop, table, string and GC code; the driver runs one Lua
+# program (records, metatables, strings and patterns, closures, coroutines, a sieve)
+LUA = Program(
+    name="lua", source=LUPA_SRC, unit="third-party/lua54/onelua.c", driver="lua_driver.c",
+    defines=("-DMAKE_LIB",), libs=("-lm",),
+    # N SEED: the same Lua program over different sizes and data
+    workloads={"profile": ("2000", "1"), "measure": ("1500", "2"),
+               "smoke-profile": ("100", "1"), "smoke-measure": ("80", "2")},
+    ip_repeat=5)
+
+PROGRAMS = {p.name: p for p in (SQLITE, ZSTD, LUA)}
+SOURCES = (SQLITE_SRC, ZSTD_SRC, LUPA_SRC)
