@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,6 +46,9 @@ from bbmap.inference.weights import (
     unique_starts,
 )
 from bbmap.model import MD_IS_EH_PAD
+
+if TYPE_CHECKING:
+    from bbmap.inference.flow_cache import FlowCache
 
 __all__ = ["PRECISE_MODEL", "SAMPLE_MODEL", "SAMPLE_MODELS", "SKID_MODEL", "TIME_MODEL",
            "WEIGHT_SCALE", "Inferred", "Quality", "block_weights", "infer_counts"]
@@ -123,7 +127,8 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                  model: str | None = None, functions: np.ndarray | None = None,
                  edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                  weights: tuple[np.ndarray, np.ndarray] | None = None,
-                 ip: tuple[np.ndarray, np.ndarray] | None = None) -> Inferred:
+                 ip: tuple[np.ndarray, np.ndarray] | None = None,
+                 workers: int | None = None, flow_cache: FlowCache | None = None) -> Inferred:
     """Infer counts for every block-map function with samples in its blocks (or the
     ``functions`` given).  ``ip`` is the IP histogram (ELF vaddrs, samples at each) of the
     same samples: with it the sample model is ``model`` (``precise`` or ``time``, what the
@@ -139,7 +144,7 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     put on its callers' scale instead of its own few samples' (measured in
     spec/inference.md, "Call sites")."""
     kw = {"solver": solver, "model": model, "edge_counts": edge_counts, "weights": weights,
-          "ip": ip}
+          "ip": ip, "workers": workers, "flow_cache": flow_cache}
     first = _infer(cfg, block_samples, functions=functions, **kw)
     ev = _call_evidence(cfg, first)
     if ev is None:
@@ -211,8 +216,8 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
            edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
            weights: tuple[np.ndarray, np.ndarray] | None = None,
            ip: tuple[np.ndarray, np.ndarray] | None = None,
-           entry_evidence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-           ) -> Inferred:
+           entry_evidence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+           workers: int | None = None, flow_cache: FlowCache | None = None) -> Inferred:
     """One pass of :func:`infer_counts`; ``entry_evidence``: (functions, entry weight,
     entry floor) from their call sites."""
     t0 = time.perf_counter()
@@ -308,7 +313,7 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                     exit=exit_, edge_src=src, edge_dst=dst, edge_ft=kind == S_FALLTHROUGH,
                     floor=floor,
                     **({} if ew is None else {"edge_weight": ew, "edge_known": ek}))
-    r = infer(p, solver)
+    r = infer(p, solver, workers=workers, cache=flow_cache)
     iv = intervals(ev, model, floor, r.block_flow, src, dst, r.edge_flow, first | side,
                    exit_)
 

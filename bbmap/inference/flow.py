@@ -26,11 +26,12 @@ exit is reachable), and ``T -> S`` closes the circulation.
 
 Evidence floors: a block with samples ran, so its count has a lower bound ``floor_b`` > 0
 (the low end of its interval, :mod:`bbmap.inference.intervals`).  The first ``floor_b``
-units through ``b`` go over an arc of cost ``-floor_cost`` (:func:`floor_cost`), more than
-any path from the source to the sink costs, so every optimum meets every floor that a path
-allows; a sampled block that no entry reaches gets its own way in (``side_entry``) so that
-one does.  Without floors a hot loop could carry its flow round and round with the entry
-at 0, and an under-sampled block could be left at 0 beside hundreds of samples.
+units through ``b`` go over an arc of cost ``-floor_cost`` (:func:`floor_costs`), more
+than any path of its function from the source to the sink costs, so every optimum meets
+every floor that a path allows; a sampled block that no entry reaches gets its own way
+in (``side_entry``) so that one does.  Without floors a hot loop could carry its flow
+round and round with the entry at 0, and an under-sampled block could be left at 0
+beside hundreds of samples.
 
 Parameters (per unit of flow).  Block costs are LLVM's sample-PGO defaults
 (``sample-profile-profi-cost-block-inc`` 10, ``-dec`` 20, ``-entry-inc`` 40, ``-entry-dec``
@@ -47,10 +48,14 @@ under-sampled ones, and was 2-3x worse.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bbmap.inference.solvers import INF_CAPACITY
+
+if TYPE_CHECKING:
+    from bbmap.inference.flow_cache import FlowCache
 
 # ---- costs per unit of flow (see the module docstring for their sources)
 COST_BLOCK_INC = 10  # LLVM sample-profile-profi-cost-block-inc
@@ -139,16 +144,17 @@ class Network:
     floor_block: np.ndarray | None = None
 
 
-def floor_cost(p: FlowProblem) -> int:
-    """The reward per unit of a floor: twice the dearest simple path of the largest
-    component (every block raised at the entry rate, every edge a taken jump, entered
-    at a side entry), so meeting a floor always pays."""
+def floor_costs(p: FlowProblem) -> np.ndarray:
+    """The reward per unit of a floor, per component: twice the dearest simple path of
+    that component (every block raised at the entry rate, every edge a taken jump,
+    entered at a side entry), so meeting a floor always pays.  Per component, so that a
+    function's network names nothing outside it (:mod:`bbmap.inference.components`)."""
     if not len(p.comp):
-        return 1
-    biggest = int(np.bincount(p.comp).max())
+        return np.zeros(0, np.int64)
+    size = np.bincount(p.comp.astype(np.int64)).astype(np.int64)
     per_block = max(COST_BLOCK_ENTRY_INC, COST_BLOCK_INC, COST_BLOCK_ZERO_INC) + \
         max(COST_JUMP_UNKNOWN_INC, COST_JUMP_UNKNOWN_FT_INC, COST_JUMP_INC)
-    return 2 * (COST_ENTRY_EXTRA + biggest * per_block) + 1
+    return 2 * (COST_ENTRY_EXTRA + size * per_block) + 1
 
 
 def build_network(p: FlowProblem) -> Network:
@@ -200,7 +206,7 @@ def build_network(p: FlowProblem) -> Network:
     np.multiply(flo, 2, out=tail[lo:hi])
     np.add(tail[lo:hi], 1, out=head[lo:hi])
     cap[lo:hi] = fl_all[flo]
-    cost[lo:hi] = -floor_cost(p) if len(flo) else 0
+    cost[lo:hi] = -floor_costs(p)[comp[flo]]
     lo, hi = next(g)  # CFG edges
     np.multiply(src, 2, out=tail[lo:hi])
     tail[lo:hi] += 1
@@ -239,18 +245,39 @@ def build_network(p: FlowProblem) -> Network:
                    reward_block=rew, floor_block=flo)
 
 
-def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
+def infer(p: FlowProblem, solver: str = "auto", *, workers: int | None = None,
+          cache: FlowCache | None = None) -> FlowResult:
     """Solve ``p``: per-block and per-edge flows (integers, same scale as the weights).
 
-    ``solver``: ``ortools`` (OR-Tools ``SimpleMinCostFlow``, the default when installed),
-    ``builtin`` (successive shortest paths in Python, always available), ``scipy``
-    (HiGHS on the LP form), or ``auto``.
+    Each function (component) is solved alone (:mod:`bbmap.inference.components`), so its
+    flow depends on it alone.  ``solver``: ``ortools`` (OR-Tools ``SimpleMinCostFlow``),
+    ``builtin`` (successive shortest paths in Python, always available), ``scipy`` (HiGHS
+    on the LP form), or ``auto`` (the built-in solver for small functions, OR-Tools for
+    the others when installed).  ``workers``: processes sharing the functions (default
+    ``$BBMAP_INFERENCE_WORKERS``, else 1; the flows are the same for any number).
+    ``cache``: solved functions by content (:class:`~bbmap.inference.flow_cache.FlowCache`):
+    a function met before is not solved again.
     """
-    from bbmap.inference import solvers
+    from bbmap.inference import components, solvers
 
     net = build_network(p)
-    name = solvers.pick(solver)
-    flow, cost = solvers.SOLVE[name](net)
+    name = solver if solver == "auto" else solvers.pick(solver)
+    if name == "auto" and not solvers.available("ortools"):
+        name = "builtin"
+    split = components.split_network(net)
+    nworkers = components.workers_from_env(workers)
+    flow = np.zeros(len(net.tail), np.int64)
+    if cache is not None:
+        keys = cache.keys(split, name)
+        got, hit = cache.lookup(keys, split)
+        solved = components.solve_functions(split, name, nworkers, skip=hit)
+        cached = hit[np.repeat(np.arange(split.count), np.diff(split.ptr))]
+        solved[cached] = got[cached]
+        cache.store(keys, split, solved, hit)
+    else:
+        solved = components.solve_functions(split, name, nworkers)
+    flow[split.arc] = solved
+    cost = int((flow * net.cost).sum())
     ef = flow[net.edge_arc].astype(np.int64)
     ef[net.reward_edge] += flow[net.reward_arc]
     # a block's count is what passes b.in -> b.out: everything that leaves b.in, i.e. its
@@ -260,5 +287,5 @@ def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
     R = len(net.reward_block)
     bf[net.reward_block] += flow[B:B + R]
     bf[net.floor_block] += flow[B + R:B + R + len(net.floor_block)]
-    return FlowResult(block_flow=bf, edge_flow=ef, solver=name, cost=int(cost),
+    return FlowResult(block_flow=bf, edge_flow=ef, solver=name, cost=cost,
                       arcs=len(net.tail), nodes=net.nodes)
