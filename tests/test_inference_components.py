@@ -16,7 +16,7 @@ from bbmap.inference import components
 from bbmap.inference.flow import FlowProblem, infer
 from bbmap.inference.flow_cache import FlowCache
 
-PER_FUNCTION = [s for s in SOLVERS if s != "scipy"] + ["auto"]
+PER_FUNCTION = [s for s in SOLVERS if s != "scipy"]  # auto is one of them
 
 
 def _floored(p: FlowProblem, data) -> FlowProblem:  # noqa: ANN001

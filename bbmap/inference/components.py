@@ -24,12 +24,12 @@ the flow came from the cache (:mod:`bbmap.inference.flow_cache`, keyed by the ca
 network's bytes; a function whose samples did not change since a profile was last solved
 is taken from it, e.g. after a merge).
 
-Which solver solves a function: ``ortools`` (OR-Tools ``SimpleMinCostFlow`` per function)
-or ``builtin`` (successive shortest paths in Python, :func:`bbmap.inference.solvers._ssp`),
-or ``scipy``; with ``auto`` the built-in solver takes functions of at most
-``SMALL_ARCS`` arcs and OR-Tools (when installed) the others: a fixed rule on the
-function's own size, so it keeps the independence (spec/inference.md, "Per-function
-solves", has the measurements behind the threshold).
+Which solver solves a function: ``ortools`` (OR-Tools ``SimpleMinCostFlow``, one per
+function; what ``auto`` picks when it is installed), ``builtin`` (successive shortest
+paths in Python, :func:`bbmap.inference.solvers._ssp`; ``auto`` without OR-Tools) or
+``scipy``.  OR-Tools was measured faster per function at every function size of both
+bench binaries, down to functions of a dozen arcs (spec/inference.md, "Per-function
+solves"), so no size rule mixes the two.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ import numpy as np
 from bbmap.errors import BBMapError
 from bbmap.inference.solvers import INF_CAPACITY
 
-SMALL_ARCS = 48  # auto: functions with at most this many arcs go to the built-in solver
 ENV_WORKERS = "BBMAP_INFERENCE_WORKERS"
 PARALLEL_MIN_ARCS = 200_000  # fewer arcs than this: one process (a pool costs more)
 
@@ -111,26 +110,18 @@ def solve_split(s: Split, solver: str, lo: int = 0, hi: int | None = None,
     from bbmap.inference import solvers
 
     hi = s.count if hi is None else hi
+    if solver == "auto":
+        solver = "ortools" if solvers.available("ortools") else "builtin"
     a0, a1 = int(s.ptr[lo]), int(s.ptr[hi])
     out = np.zeros(a1 - a0, np.int64)
-    small = SMALL_ARCS if solver == "auto" else (1 << 62 if solver == "builtin" else -1)
-    big = "ortools" if solver == "auto" else solver
-    if solver == "auto" and not solvers.available("ortools"):
-        small = 1 << 62
     ptr = s.ptr.tolist()
-    # the built-in solver works on Python lists: convert once for the whole range
-    res = None
+    nodes = s.nodes.tolist()
+    one = _SOLVE_ONE[solver]
     for k in range(lo, hi):
         if skip is not None and skip[k]:
             continue
         p, q = ptr[k], ptr[k + 1]
-        if q - p <= small:
-            if res is None:
-                res, lt, lh, cl = _lists(s, a0, a1)
-            _solve_small(res, lt, lh, cl, p - a0, q - a0, int(s.nodes[k]))
-            out[p - a0:q - a0] = res[2 * (p - a0) + 1:2 * (q - a0):2]
-        else:
-            out[p - a0:q - a0] = _SOLVE_ONE[big](s, p, q, int(s.nodes[k]))
+        out[p - a0:q - a0] = one(s, p, q, nodes[k])
     return out
 
 
@@ -141,12 +132,6 @@ def _lists(s: Split, a0: int, a1: int) -> tuple[list, list, list, list]:
     res[0::2] = cap - flow
     res[1::2] = flow
     return res.tolist(), s.tail[a0:a1].tolist(), s.head[a0:a1].tolist(), cost.tolist()
-
-
-def _solve_small(res: list, lt: list, lh: list, cl: list, p: int, q: int, n: int) -> None:
-    from bbmap.inference.solvers import _ssp
-
-    _ssp(list(range(p, q)), n, lt, lh, cl, res)
 
 
 def _one_ortools(s: Split, p: int, q: int, n: int) -> np.ndarray:
@@ -162,8 +147,10 @@ def _one_ortools(s: Split, p: int, q: int, n: int) -> np.ndarray:
 
 
 def _one_builtin(s: Split, p: int, q: int, n: int) -> np.ndarray:
+    from bbmap.inference.solvers import _ssp
+
     res, lt, lh, cl = _lists(s, p, q)
-    _solve_small(res, lt, lh, cl, 0, q - p, n)
+    _ssp(list(range(q - p)), n, lt, lh, cl, res)
     return np.asarray(res[1::2], dtype=np.int64)
 
 

@@ -252,18 +252,16 @@ def infer(p: FlowProblem, solver: str = "auto", *, workers: int | None = None,
     Each function (component) is solved alone (:mod:`bbmap.inference.components`), so its
     flow depends on it alone.  ``solver``: ``ortools`` (OR-Tools ``SimpleMinCostFlow``),
     ``builtin`` (successive shortest paths in Python, always available), ``scipy`` (HiGHS
-    on the LP form), or ``auto`` (the built-in solver for small functions, OR-Tools for
-    the others when installed).  ``workers``: processes sharing the functions (default
-    ``$BBMAP_INFERENCE_WORKERS``, else 1; the flows are the same for any number).
+    on the LP form), or ``auto`` (OR-Tools when installed, else the built-in solver).
+    ``workers``: processes sharing the functions (default ``$BBMAP_INFERENCE_WORKERS``,
+    else 1; the flows are the same for any number).
     ``cache``: solved functions by content (:class:`~bbmap.inference.flow_cache.FlowCache`):
     a function met before is not solved again.
     """
     from bbmap.inference import components, solvers
 
     net = build_network(p)
-    name = solver if solver == "auto" else solvers.pick(solver)
-    if name == "auto" and not solvers.available("ortools"):
-        name = "builtin"
+    name = solvers.pick(solver)
     split = components.split_network(net)
     nworkers = components.workers_from_env(workers)
     flow = np.zeros(len(net.tail), np.int64)
