@@ -30,7 +30,7 @@ import numpy as np
 from bbmap.inference.components import Split
 
 CACHE_VERSION = 1  # bump when the network or a solver's choice among optima changes
-CACHE_MAX_BYTES = 64 << 20  # flows kept, all runs together
+CACHE_MAX_BYTES = 256 << 20  # flows kept, all runs together (the disassembly cache's bound)
 FILE_NAME = "flows.bbflow"
 
 
@@ -132,7 +132,7 @@ class FlowCache:
         old = self._load()
         ptr = s.ptr.tolist()
         new = {k: flow[ptr[i]:ptr[i + 1]] for i, k in enumerate(keys)}
-        budget = self.max_bytes // 8
+        budget = self.max_bytes // 4  # flows are stored as u4 when they fit
         chosen: list[tuple[bytes, np.ndarray]] = []
         seen = set()
         for k, f in [*new.items(), *old.items()]:
