@@ -495,8 +495,15 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     em = profile_model(sample_events(res))
     if sample_model != "auto":
         em = EventModel(em.event, sample_model, em.precise, "chosen with --sample-model")
+    flow_cache = None
+    if cache is not None:  # solved functions beside the disassembly (same switches)
+        from bbmap.inference.flow_cache import FlowCache
+
+        flow_cache = FlowCache(cache.dir)
     inf = infer_counts(cfg, res.block_samples, solver=solver, ip=ip, model=em.model,
-                       unknown=unknown)
+                       unknown=unknown, flow_cache=flow_cache)
+    if flow_cache is not None:
+        res.notices.extend(flow_cache.warnings)
     used = inf.quality.sample_model
     res.block_count = inf.block_count
     cf, ct, cc, clo, chi = _inferred_calls(cfg, inf.block_count, inf.block_low,

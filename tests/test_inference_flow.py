@@ -82,9 +82,9 @@ def corpus_problems(perf: str, binary: str, monkeypatch) -> list[FlowProblem]:  
     seen: list[FlowProblem] = []
     orig = counts.infer
 
-    def capture(p, solver="auto"):  # noqa: ANN001, ANN202
+    def capture(p, solver="auto", **kw):  # noqa: ANN001, ANN003, ANN202
         seen.append(p)
-        return orig(p, solver)
+        return orig(p, solver, **kw)
 
     monkeypatch.setattr(counts, "infer", capture)
     annotate([perf], binary, inference="on", solver="builtin")

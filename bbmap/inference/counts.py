@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -47,6 +48,9 @@ from bbmap.inference.weights import (
     skid_evidence,
     unique_starts,
 )
+
+if TYPE_CHECKING:
+    from bbmap.inference.flow_cache import FlowCache
 
 __all__ = ["PRECISE_MODEL", "SAMPLE_MODEL", "SAMPLE_MODELS", "SKID_MODEL", "TIME_MODEL",
            "WEIGHT_SCALE", "Inferred", "Quality", "block_weights", "infer_counts"]
@@ -133,7 +137,8 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                  edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                  weights: tuple[np.ndarray, np.ndarray] | None = None,
                  ip: tuple[np.ndarray, np.ndarray] | None = None,
-                 unknown: np.ndarray | None = None) -> Inferred:
+                 unknown: np.ndarray | None = None, workers: int | None = None,
+                 flow_cache: FlowCache | None = None) -> Inferred:
     """Infer counts for every block-map function with samples in its blocks (or the
     ``functions`` given).  ``ip`` is the IP histogram (ELF vaddrs, samples at each) of the
     same samples: with it the sample model is ``model`` (``precise`` or ``time``, what the
@@ -153,7 +158,8 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     when such call sites enter it (it ran), and its own callees after it, to
     ``CALL_DEPTH`` calls from a sampled function; with ``functions`` given, only those."""
     kw = {"solver": solver, "model": model, "edge_counts": edge_counts, "weights": weights,
-          "ip": ip, "unknown": unknown}
+          "ip": ip, "unknown": unknown,
+          "workers": workers, "flow_cache": flow_cache}
     out = _infer(cfg, block_samples, functions=functions, **kw)
     solved = np.zeros(cfg.block_map.num_functions, bool)
     solved[cfg.block_func[np.flatnonzero(out.block_count > 0)]] = True
@@ -241,7 +247,8 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
            weights: tuple[np.ndarray, np.ndarray] | None = None,
            ip: tuple[np.ndarray, np.ndarray] | None = None,
            entry_evidence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-           unknown: np.ndarray | None = None) -> Inferred:
+           unknown: np.ndarray | None = None, workers: int | None = None,
+           flow_cache: FlowCache | None = None) -> Inferred:
     """One pass of :func:`infer_counts`; ``entry_evidence``: (functions, entry weight,
     entry floor) from their call sites."""
     t0 = time.perf_counter()
@@ -342,7 +349,7 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                     exit=exit_, edge_src=src, edge_dst=dst, edge_ft=kind == S_FALLTHROUGH,
                     floor=floor, ceiling=ceilings(ev, model), **cost,
                     **({} if ew is None else {"edge_weight": ew, "edge_known": ek}))
-    r = infer(p, solver)
+    r = infer(p, solver, workers=workers, cache=flow_cache)
     iv = intervals(ev, model, floor, r.block_flow, src, dst, r.edge_flow, first | side,
                    exit_)
 

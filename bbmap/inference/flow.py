@@ -26,15 +26,16 @@ exit is reachable), and ``T -> S`` closes the circulation.
 
 Evidence floors: a block with samples ran, so its count has a lower bound ``floor_b`` > 0
 (the low end of its interval, :mod:`bbmap.inference.intervals`).  The first ``floor_b``
-units through ``b`` go over an arc of cost ``-floor_cost`` (:func:`floor_cost`), more than
-any path from the source to the sink costs, so every optimum meets every floor that a path
-allows; a sampled block that no entry reaches gets its own way in (``side_entry``) so that
-one does.  Without floors a hot loop could carry its flow round and round with the entry
-at 0, and an under-sampled block could be left at 0 beside hundreds of samples.
+units through ``b`` go over an arc of cost ``-floor_cost`` (:func:`floor_costs`), more
+than any path of its function from the source to the sink costs, so every optimum meets
+every floor that a path allows; a sampled block that no entry reaches gets its own way
+in (``side_entry``) so that one does.  Without floors a hot loop could carry its flow
+round and round with the entry at 0, and an under-sampled block could be left at 0
+beside hundreds of samples.
 
 Evidence ceilings: a block's samples also bound its count from above (the high end of its
 interval: a block with no samples and two instructions ran rarely).  Units above
-``ceiling_b`` go over a dearer raise arc (:func:`ceiling_cost` more per unit), more than any
+``ceiling_b`` go over a dearer raise arc (:func:`ceiling_costs` more per unit), more than any
 cycle's rewards pay.  Without ceilings a loop whose head is over-weighted (a cache-missing
 load stalls the timer samples onto it) carries flow round its unsampled latch until the
 head's weight is met: SQLite's ``sqlite3BtreeTableMoveto`` scan loop, which never
@@ -63,10 +64,14 @@ lowers over-sampled blocks as readily as it raises under-sampled ones, and was 2
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bbmap.inference.solvers import INF_CAPACITY
+
+if TYPE_CHECKING:
+    from bbmap.inference.flow_cache import FlowCache
 
 # ---- costs per unit of flow (see the module docstring for their sources)
 COST_BLOCK_INC = 10  # LLVM sample-profile-profi-cost-block-inc
@@ -168,26 +173,31 @@ class Network:
     ceiling_block: np.ndarray | None = None
 
 
-def floor_cost(p: FlowProblem) -> int:
-    """The reward per unit of a floor: twice the dearest simple path of the largest
-    component (every block raised at the entry rate, every edge a taken jump, entered
-    at a side entry), so meeting a floor always pays."""
+def floor_costs(p: FlowProblem) -> np.ndarray:
+    """The reward per unit of a floor, per component: twice the dearest simple path of
+    that component (every block raised at the entry rate, every edge a taken jump,
+    entered at a side entry), so meeting a floor always pays.  Per component, so that a
+    function's network names nothing outside it (:mod:`bbmap.inference.components`)."""
     if not len(p.comp):
-        return 1
-    biggest = int(np.bincount(p.comp).max())
-    k = int(p.cost_scale.max()) if p.cost_scale is not None and len(p.cost_scale) else 1
+        return np.zeros(0, np.int64)
+    comp = p.comp.astype(np.int64)
+    size = np.bincount(comp).astype(np.int64)
+    # the dearest raise of a block in the component: its cost scale times the entry rate
+    k = np.ones(len(size), np.int64)
+    if p.cost_scale is not None and len(p.cost_scale):
+        np.maximum.at(k, comp, p.cost_scale.astype(np.int64))
     zero_inc = p.block_inc + COST_BLOCK_ZERO_INC - COST_BLOCK_INC
     per_block = k * max(COST_BLOCK_ENTRY_INC, zero_inc) + \
         max(COST_JUMP_UNKNOWN_INC, COST_JUMP_UNKNOWN_FT_INC, COST_JUMP_INC)
-    return 2 * (COST_ENTRY_EXTRA + biggest * per_block) + 1
+    return 2 * (COST_ENTRY_EXTRA + size * per_block) + 1
 
 
-def ceiling_cost(p: FlowProblem) -> int:
-    """The extra cost per unit above a ceiling: a quarter of the floor reward, so that no
-    cycle's rewards pay for it (a cycle earns at most its blocks' lowering rewards, less
-    than half of :func:`floor_cost`) while a floor, which the samples prove as surely, is
-    still met when the two disagree."""
-    return floor_cost(p) // 4
+def ceiling_costs(p: FlowProblem) -> np.ndarray:
+    """The extra cost per unit above a ceiling, per component: a quarter of its floor
+    reward, so that no cycle's rewards pay for it (a cycle earns at most its blocks'
+    lowering rewards, less than half of :func:`floor_costs`) while a floor, which the
+    samples prove as surely, is still met when the two disagree."""
+    return floor_costs(p) // 4
 
 
 def build_network(p: FlowProblem) -> Network:
@@ -248,12 +258,12 @@ def build_network(p: FlowProblem) -> Network:
     np.multiply(flo, 2, out=tail[lo:hi])
     np.add(tail[lo:hi], 1, out=head[lo:hi])
     cap[lo:hi] = fl_all[flo]
-    cost[lo:hi] = -floor_cost(p) if len(flo) else 0
+    cost[lo:hi] = -floor_costs(p)[comp[flo]]
     cap[cei] = room  # the raise arcs of blocks with a ceiling: up to it
     lo, hi = next(g)  # block units beyond their ceiling
     np.multiply(cei, 2, out=tail[lo:hi])
     np.add(tail[lo:hi], 1, out=head[lo:hi])
-    cost[lo:hi] = inc[cei] + (ceiling_cost(p) if len(cei) else 0)
+    cost[lo:hi] = inc[cei] + ceiling_costs(p)[comp[cei]]
     lo, hi = next(g)  # CFG edges
     np.multiply(src, 2, out=tail[lo:hi])
     tail[lo:hi] += 1
@@ -292,18 +302,37 @@ def build_network(p: FlowProblem) -> Network:
                    reward_block=rew, floor_block=flo, ceiling_block=cei)
 
 
-def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
+def infer(p: FlowProblem, solver: str = "auto", *, workers: int | None = None,
+          cache: FlowCache | None = None) -> FlowResult:
     """Solve ``p``: per-block and per-edge flows (integers, same scale as the weights).
 
-    ``solver``: ``ortools`` (OR-Tools ``SimpleMinCostFlow``, the default when installed),
-    ``builtin`` (successive shortest paths in Python, always available), ``scipy``
-    (HiGHS on the LP form), or ``auto``.
+    Each function (component) is solved alone (:mod:`bbmap.inference.components`), so its
+    flow depends on it alone.  ``solver``: ``ortools`` (OR-Tools ``SimpleMinCostFlow``),
+    ``builtin`` (successive shortest paths in Python, always available), ``scipy`` (HiGHS
+    on the LP form), or ``auto`` (OR-Tools when installed, else the built-in solver).
+    ``workers``: processes sharing the functions (default ``$BBMAP_INFERENCE_WORKERS``,
+    else 1; the flows are the same for any number).
+    ``cache``: solved functions by content (:class:`~bbmap.inference.flow_cache.FlowCache`):
+    a function met before is not solved again.
     """
-    from bbmap.inference import solvers
+    from bbmap.inference import components, solvers
 
     net = build_network(p)
     name = solvers.pick(solver)
-    flow, cost = solvers.SOLVE[name](net)
+    split = components.split_network(net)
+    nworkers = components.workers_from_env(workers)
+    flow = np.zeros(len(net.tail), np.int64)
+    if cache is not None:
+        keys = cache.keys(split, name)
+        got, hit = cache.lookup(keys, split)
+        solved = components.solve_functions(split, name, nworkers, skip=hit)
+        cached = hit[np.repeat(np.arange(split.count), np.diff(split.ptr))]
+        solved[cached] = got[cached]
+        cache.store(keys, split, solved, hit)
+    else:
+        solved = components.solve_functions(split, name, nworkers)
+    flow[split.arc] = solved
+    cost = int((flow * net.cost).sum())
     ef = flow[net.edge_arc].astype(np.int64)
     ef[net.reward_edge] += flow[net.reward_arc]
     # a block's count is what passes b.in -> b.out: everything that leaves b.in, i.e. its
@@ -315,5 +344,5 @@ def infer(p: FlowProblem, solver: str = "auto") -> FlowResult:
     at = B + R + len(net.floor_block)
     bf[net.floor_block] += flow[B + R:at]
     bf[net.ceiling_block] += flow[at:at + len(net.ceiling_block)]
-    return FlowResult(block_flow=bf, edge_flow=ef, solver=name, cost=int(cost),
+    return FlowResult(block_flow=bf, edge_flow=ef, solver=name, cost=cost,
                       arcs=len(net.tail), nodes=net.nodes)
