@@ -18,7 +18,7 @@ from helpers import all_corpus_binaries
 import bbmap.binary.disasm as disasm
 from bbmap.binary import load_binary
 from bbmap.binary.disasm import Disassembler, sweep_ranges
-from bbmap.cfg import _file_bytes, _range_sections, sweep_bounds
+from bbmap.cfg import _range_sections, sweep_bounds
 
 
 def _table(b, want, share, chunk=disasm.SWEEP_CHUNK_BYTES):  # noqa: ANN001, ANN202
@@ -28,7 +28,7 @@ def _table(b, want, share, chunk=disasm.SWEEP_CHUNK_BYTES):  # noqa: ANN001, ANN
     disasm.SECTION_SWEEP_SHARE, disasm.SWEEP_CHUNK_BYTES = share, chunk
     try:
         return sweep_ranges(Disassembler(b.machine, int(getattr(b, "elfclass", 64))),
-                            _file_bytes(b), b.sections, m, _range_sections(b, m), start,
+                            b.data, b.sections, m, _range_sections(b, m), start,
                             range_end, want)
     finally:
         disasm.SECTION_SWEEP_SHARE, disasm.SWEEP_CHUNK_BYTES = old
