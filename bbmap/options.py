@@ -36,9 +36,9 @@ BOLT_FORMATS = ("fdata", "bolt-preagg")
 INFERENCE_MODES = ("off", "auto", "on")
 # --sample-model: "auto" (by the event, bbmap.inference.events) or a model of
 # bbmap.inference.weights
-SAMPLE_MODELS = ("auto", "precise", "time", "insn")
+SAMPLE_MODEL_CHOICES = ("auto", "precise", "time", "insn")
 # --inference-solver: the min-cost flow solvers of bbmap.inference.solvers
-SOLVERS = ("auto", "ortools", "builtin", "scipy")
+SOLVER_CHOICES = ("auto", "ortools", "builtin", "scipy")
 # --duplicate-lbr -> the Annotator's drop_duplicate_newest
 DUPLICATE_LBR: dict[str, bool | None] = {"auto": None, "drop": True, "keep": False}
 # a profile whose misses (IPs off instruction starts, sources that are not branches,
@@ -67,8 +67,8 @@ class AnnotateOptions:
     address_only: bool = False  # only those (--format fdata / bolt-preagg)
     # --- deriving: done on the merged raw counts
     inference: str = "auto"  # one of INFERENCE_MODES
-    solver: str = "auto"  # one of SOLVERS
-    sample_model: str = "auto"  # one of SAMPLE_MODELS
+    solver: str = "auto"  # one of SOLVER_CHOICES
+    sample_model: str = "auto"  # one of SAMPLE_MODEL_CHOICES
     force: bool = False  # keep a result that does not fit the binary
     disasm_cache: bool = False  # inference reads the on-disk disassembly cache
 

@@ -37,7 +37,7 @@ from bbmap.options import (
     BOLT_FORMATS,
     INFERENCE_MODES,
     MISMATCH_THRESHOLD,
-    SAMPLE_MODELS,
+    SAMPLE_MODEL_CHOICES,
     AnnotateOptions,
     Status,
 )
@@ -449,13 +449,13 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     as raw counts.  ``binary`` is the :class:`~bbmap.binary.Binary` the result maps to.
     ``disasm_cache``: use the on-disk disassembly cache (unless ``BBMAP_NO_CACHE``).
     ``sample_model``: ``auto`` (what the samples' event calls for,
-    :mod:`bbmap.inference.events`) or one of ``SAMPLE_MODELS``.  ``unknown``: blocks
+    :mod:`bbmap.inference.events`) or one of ``SAMPLE_MODEL_CHOICES``.  ``unknown``: blocks
     whose zero samples are no evidence (:func:`bbmap.inference.counts.infer_counts`)."""
     if mode not in INFERENCE_MODES:
         raise BBMapError(f"--inference must be one of {', '.join(INFERENCE_MODES)}, "
                          f"not {mode!r}")
-    if sample_model not in SAMPLE_MODELS:
-        raise BBMapError(f"--sample-model must be one of {', '.join(SAMPLE_MODELS)}, "
+    if sample_model not in SAMPLE_MODEL_CHOICES:
+        raise BBMapError(f"--sample-model must be one of {', '.join(SAMPLE_MODEL_CHOICES)}, "
                          f"not {sample_model!r}")
     if mode == "off" or (mode == "auto" and res.has_lbr):
         return res

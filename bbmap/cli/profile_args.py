@@ -15,8 +15,8 @@ from bbmap.options import (
     DUPLICATE_LBR,
     INFERENCE_MODES,
     MISMATCH_THRESHOLD,
-    SAMPLE_MODELS,
-    SOLVERS,
+    SAMPLE_MODEL_CHOICES,
+    SOLVER_CHOICES,
     AnnotateOptions,
 )
 
@@ -37,12 +37,12 @@ _OPTIONS = (
                       "from the binary (min-cost flow): auto = when the profile has no "
                       "branch stacks"),
     click.option("--inference-solver", "inference_solver",
-                 type=click.Choice(SOLVERS), default="auto",
+                 type=click.Choice(SOLVER_CHOICES), default="auto",
                  show_default=True,
                  help="min-cost flow solver: auto = OR-Tools if installed "
                       "(pip install 'bbmap[inference]'), else the built-in one"),
     click.option("--sample-model", "sample_model",
-                 type=click.Choice(SAMPLE_MODELS), default="auto",
+                 type=click.Choice(SAMPLE_MODEL_CHOICES), default="auto",
                  show_default=True,
                  help="how inference turns IP samples into executions: auto = by the event "
                       "(precise instruction events such as instructions:pp per instruction, "

@@ -13,7 +13,7 @@ import click
 from bbmap.cli.options import InputFile, OutputFile
 from bbmap.errors import UsageError
 
-_OPTIONS = (
+_STALE_OPTIONS = (
     click.option("--profiled-binary", "profiled_binary", type=InputFile(), default=None,
                  metavar="OLD",
                  help="the profile was recorded on OLD, an earlier build of BINARY: match "
@@ -27,7 +27,7 @@ _OPTIONS = (
 
 
 def stale_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(_OPTIONS):
+    for option in reversed(_STALE_OPTIONS):
         fn = option(fn)
     return fn
 

@@ -127,11 +127,6 @@ def _propagate(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray
     return reach
 
 
-# rounds of call-site evidence: a function no sample hit is still entered as often as the
-# blocks that call it ran, and so are its own callees, to this depth
-CALL_DEPTH = 3
-
-
 def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                  model: str | None = None, functions: np.ndarray | None = None,
                  edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
@@ -154,37 +149,24 @@ def infer_counts(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     and observed at least at the sum of their counts.  A hot loop whose entry block the
     samples barely see gets its entries from its callers, and a tiny function's count is
     put on its callers' scale instead of its own few samples' (measured in
-    spec/inference.md, "Call sites").  A function no sample hit is solved the same way
-    when such call sites enter it (it ran), and its own callees after it, to
-    ``CALL_DEPTH`` calls from a sampled function; with ``functions`` given, only those."""
+    spec/inference.md, "Call sites")."""
     kw = {"solver": solver, "model": model, "edge_counts": edge_counts, "weights": weights,
           "ip": ip, "unknown": unknown,
           "workers": workers, "flow_cache": flow_cache}
-    out = _infer(cfg, block_samples, functions=functions, **kw)
-    solved = np.zeros(cfg.block_map.num_functions, bool)
-    solved[cfg.block_func[np.flatnonzero(out.block_count > 0)]] = True
-    again = solved.copy()  # may be solved again with their call sites' evidence
-    with_calls = np.zeros_like(solved)
-    for _ in range(CALL_DEPTH if functions is None else 1):
-        ev = _call_evidence(cfg, out, again, grow=functions is None)
-        if ev is None:
-            break
-        second = _infer(cfg, block_samples, functions=ev[0], entry_evidence=ev, **kw)
-        out = _splice(cfg, out, second, ev[0])
-        with_calls[ev[0]] = True
-        # the next round: only callees first counted in this one
-        again = ~solved
-        solved[ev[0]] = True
-        again &= solved
-    out.quality.call_evidence = int(with_calls.sum())
+    first = _infer(cfg, block_samples, functions=functions, **kw)
+    ev = _call_evidence(cfg, first)
+    if ev is None:
+        return first
+    second = _infer(cfg, block_samples, functions=ev[0], entry_evidence=ev, **kw)
+    out = _splice(cfg, first, second, ev[0])
+    out.quality.call_evidence = len(ev[0])
     return out
 
 
-def _call_evidence(cfg: CFG, inf: Inferred, allowed: np.ndarray, grow: bool = True
+def _call_evidence(cfg: CFG, inf: Inferred
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(functions, entry weight, entry floor) for the ``allowed`` functions with direct
-    call sites (calls and unconditional tail calls from blocks ``inf`` says ran) and,
-    with ``grow``, for functions not yet counted that such call sites enter; None when
+    """(functions, entry weight, entry floor) for the inferred functions with direct call
+    sites (calls and unconditional tail calls from blocks ``inf`` says ran); None when
     there is none."""
     m = cfg.block_map
     if not m.num_functions or not len(inf.block_count):
@@ -207,10 +189,7 @@ def _call_evidence(cfg: CFG, inf: Inferred, allowed: np.ndarray, grow: bool = Tr
     has = np.diff(m.range_block_ptr[m.func_range_ptr]) > 0
     counted = np.zeros(F, bool)
     counted[cfg.block_func[np.flatnonzero(inf.block_count > 0)]] = True
-    # a function nothing counted yet is added only where its call sites surely ran (the
-    # low ends of their intervals), not where the flow merely passed through them
-    new = ~counted & (in_lo >= 1) if grow else np.zeros(F, bool)
-    short = np.flatnonzero((allowed | new) & has & (in_w > 0))
+    short = np.flatnonzero(counted & has & (in_w > 0))
     if not len(short):
         return None
     return short, np.rint(in_w[short]).astype(np.int64), \

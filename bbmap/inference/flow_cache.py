@@ -6,7 +6,7 @@ whose samples (weights, floors) and CFG are what they were when it was last solv
 solved again -- the second ``annotate`` of a profile, or a merged profile whose new part
 did not touch the function.
 
-Key: BLAKE2b (16 bytes) over ``CACHE_VERSION``, the solver asked for (``auto`` is a rule
+Key: BLAKE2b (16 bytes) over ``FLOW_CACHE_VERSION``, the solver asked for (``auto`` is a rule
 on the function's size, so it names a solver per function), OR-Tools' version when it may
 be used, and the function's local tail, head, capacity and cost columns.  The entry is one
 file, ``flows.bbflow``, beside the disassembly cache (the same directory, the same
@@ -15,7 +15,7 @@ cache's container format (:func:`bbmap.binary.disasm_cache.encode_entry`): the k
 offsets of each function's arcs, and their flows (``u4`` when they fit).  A run writes the
 file only when it solved something new (a cached run leaves it alone), atomically; it
 keeps this run's functions first and older ones after them while the flows stay under
-``CACHE_MAX_BYTES``.  A damaged or foreign file is a warning and a miss, never an error,
+``FLOW_CACHE_MAX_BYTES``.  A damaged or foreign file is a warning and a miss, never an error,
 and every hit is checked for its arc count.
 """
 
@@ -29,8 +29,8 @@ import numpy as np
 
 from bbmap.inference.components import Split
 
-CACHE_VERSION = 1  # bump when the network or a solver's choice among optima changes
-CACHE_MAX_BYTES = 256 << 20  # flows kept, all runs together (the disassembly cache's bound)
+FLOW_CACHE_VERSION = 1  # bump when the network or a solver's choice among optima changes
+FLOW_CACHE_MAX_BYTES = 256 << 20  # flows kept, all runs together (the disassembly cache's bound)
 FILE_NAME = "flows.bbflow"
 
 
@@ -48,7 +48,7 @@ def _solver_tag(solver: str) -> str:
 class FlowCache:
     """Solved functions in ``directory``; ``warnings`` collects what went wrong."""
 
-    def __init__(self, directory: str, max_bytes: int = CACHE_MAX_BYTES) -> None:
+    def __init__(self, directory: str, max_bytes: int = FLOW_CACHE_MAX_BYTES) -> None:
         self.dir = directory
         self.max_bytes = max_bytes
         self.warnings: list[str] = []
@@ -63,7 +63,7 @@ class FlowCache:
     def keys(self, s: Split, solver: str) -> list[bytes]:
         """Each function's key (the module docstring)."""
         h0 = hashlib.blake2b(digest_size=16)
-        h0.update(f"bbmap-flow-v{CACHE_VERSION} {_solver_tag(solver)}\0".encode())
+        h0.update(f"bbmap-flow-v{FLOW_CACHE_VERSION} {_solver_tag(solver)}\0".encode())
         cols = np.empty((len(s.tail), 4), np.int64)
         cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3] = s.tail, s.head, s.cap, s.cost
         raw = memoryview(cols.tobytes())
@@ -87,7 +87,7 @@ class FlowCache:
                 if fh.readinto(raw) != len(raw):
                     raise ValueError("the file changed while it was read")
             z = decode_entry(raw)
-            if z["version"].tolist() != [CACHE_VERSION]:
+            if z["version"].tolist() != [FLOW_CACHE_VERSION]:
                 raise ValueError(f"version {z['version'].tolist()}")
             keys, ptr, flow = z["keys"], z["ptr"], z["flow"]
             n = len(ptr) - 1
@@ -146,7 +146,7 @@ class FlowCache:
         sizes = np.array([len(f) for _, f in chosen], np.int64)
         allf = np.concatenate([f for _, f in chosen]) if chosen else np.zeros(0, np.int64)
         small = len(allf) == 0 or (int(allf.min()) >= 0 and int(allf.max()) < 1 << 32)
-        arrays = {"version": np.array([CACHE_VERSION], np.int64),
+        arrays = {"version": np.array([FLOW_CACHE_VERSION], np.int64),
                   "keys": np.frombuffer(b"".join(k for k, _ in chosen), np.uint8).reshape(-1, 16),
                   "ptr": np.r_[0, np.cumsum(sizes)].astype(np.int64),
                   "flow": allf.astype(np.uint32 if small else np.int64)}

@@ -18,14 +18,14 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 # a suffix the compiler adds per module; more than one can stack (foo.__uniq.1.llvm.2)
-_SUFFIX = re.compile(r"(\.llvm\.\d+|\.__uniq\.\d+|\.lto_priv\.\d+)+$")
+_CLONE_SUFFIX = re.compile(r"(\.llvm\.\d+|\.__uniq\.\d+|\.lto_priv\.\d+)+$")
 
 
 def base_name(name: str | None) -> str | None:
     """``name`` without the per-module suffixes (None stays None)."""
     if not name:
         return None
-    return _SUFFIX.sub("", name)
+    return _CLONE_SUFFIX.sub("", name)
 
 
 _MANGLED = re.compile(r"_ZL?(\d+)")
