@@ -12,8 +12,8 @@ from helpers import PIE_BINARY, PIE_PROFILE, have_corpus
 from bbmap.binary import disasm, elf
 from bbmap.options import (
     INFERENCE_MODES,
-    SAMPLE_MODELS,
-    SOLVERS,
+    SAMPLE_MODEL_CHOICES,
+    SOLVER_CHOICES,
     AnnotateOptions,
     Status,
 )
@@ -79,5 +79,5 @@ def test_cli_choices_are_the_library_constants():
     choices = {p.name: tuple(p.type.choices) for p in annotate_cmd.params
                if hasattr(p.type, "choices")}
     assert choices["inference"] == INFERENCE_MODES
-    assert choices["inference_solver"] == SOLVERS
-    assert choices["sample_model"] == SAMPLE_MODELS
+    assert choices["inference_solver"] == SOLVER_CHOICES
+    assert choices["sample_model"] == SAMPLE_MODEL_CHOICES
