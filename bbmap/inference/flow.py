@@ -116,7 +116,7 @@ class FlowProblem:
     # block's sampling precision (weights.precision_cost_scale).
     cost_scale: np.ndarray | None = None
     # i8 per block: the count its samples allow at most (the high end of its interval;
-    # -1: none).  Units above it cost ceiling_cost() more each.
+    # -1: none).  Units above it cost ceiling_costs() more each.
     ceiling: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     block_inc: int = COST_BLOCK_INC  # the raise cost of an observed block (see above);
     # an observed zero costs as much more as COST_BLOCK_ZERO_INC is above COST_BLOCK_INC
@@ -192,12 +192,12 @@ def floor_costs(p: FlowProblem) -> np.ndarray:
     return 2 * (COST_ENTRY_EXTRA + size * per_block) + 1
 
 
-def ceiling_costs(p: FlowProblem) -> np.ndarray:
-    """The extra cost per unit above a ceiling, per component: a quarter of its floor
-    reward, so that no cycle's rewards pay for it (a cycle earns at most its blocks'
-    lowering rewards, less than half of :func:`floor_costs`) while a floor, which the
-    samples prove as surely, is still met when the two disagree."""
-    return floor_costs(p) // 4
+def ceiling_costs(floor_reward: np.ndarray) -> np.ndarray:
+    """The extra cost per unit above a ceiling, per component, from its floor reward
+    (:func:`floor_costs`): a quarter of it, so that no cycle's rewards pay for it (a cycle
+    earns at most its blocks' lowering rewards, less than half of the floor reward) while
+    a floor, which the samples prove as surely, is still met when the two disagree."""
+    return floor_reward // 4
 
 
 def build_network(p: FlowProblem) -> Network:
@@ -258,12 +258,13 @@ def build_network(p: FlowProblem) -> Network:
     np.multiply(flo, 2, out=tail[lo:hi])
     np.add(tail[lo:hi], 1, out=head[lo:hi])
     cap[lo:hi] = fl_all[flo]
-    cost[lo:hi] = -floor_costs(p)[comp[flo]]
+    floor_reward = floor_costs(p)  # per component, for the floors and the ceilings
+    cost[lo:hi] = -floor_reward[comp[flo]]
     cap[cei] = room  # the raise arcs of blocks with a ceiling: up to it
     lo, hi = next(g)  # block units beyond their ceiling
     np.multiply(cei, 2, out=tail[lo:hi])
     np.add(tail[lo:hi], 1, out=head[lo:hi])
-    cost[lo:hi] = inc[cei] + ceiling_costs(p)[comp[cei]]
+    cost[lo:hi] = inc[cei] + ceiling_costs(floor_reward)[comp[cei]]
     lo, hi = next(g)  # CFG edges
     np.multiply(src, 2, out=tail[lo:hi])
     tail[lo:hi] += 1
