@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -279,9 +279,10 @@ def run_fleet(profiles: Sequence[str], binary: str, *, options: dict | None = No
                 n = local_workers or os.cpu_count() or 1
                 quiet = {} if dask_logs else {"silence_logs": logging.CRITICAL,
                                               "preload": [__name__]}
-                cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
-                                       processes=True, memory_limit=memory_limit,
-                                       dashboard_address=":0", **quiet)
+                with contextlib.nullcontext() if dask_logs else _children_stderr_null():
+                    cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
+                                           processes=True, memory_limit=memory_limit,
+                                           dashboard_address=":0", **quiet)
                 client = Client(cluster)
         t0 = time.perf_counter()
         try:
@@ -356,6 +357,29 @@ def _quiet_resource_tracker() -> None:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+@contextlib.contextmanager
+def _children_stderr_null() -> Iterator[None]:
+    """While the local cluster starts, file descriptor 2 is /dev/null, so that the nannies
+    and the workers they spawn (now or on a restart) inherit it.  Why: a signal that lands
+    while a nanny spawns its worker kills the nanny before it hands the worker its
+    preparation data, and that worker, if it escaped the stop (it was forked after the
+    last look at the process tree), printed multiprocessing's "EOFError: Ran out of input"
+    traceback under bbmap's one line.  Dask's logs are silenced in the workers anyway
+    (``--dask-logs`` keeps them and this is not used); bbmap's own stderr is restored
+    before anything is reported."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _is_signal(e: BaseException) -> bool:
