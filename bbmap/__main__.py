@@ -38,11 +38,15 @@ def run() -> None:
                   if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler)]
         for sig in policy:  # nothing to clean up yet: end at once
             signal.signal(sig, lambda signum, frame: _exit_on_signal(signum))
-        from bbmap.atomic import raise_later
+        from bbmap.atomic import drop_unraisable_signal, raise_later, signal_received
 
+        sys.unraisablehook = drop_unraisable_signal  # (a signal inside an import's lock)
         for sig in policy:  # from here on: raised, so that outputs are cleaned up
             signal.signal(sig, raise_later)
         from bbmap.cli import main, quick_exit_allowed
+
+        if signal_received():  # one raised where it could not propagate: not lost
+            _exit_on_signal(signal_received())
     except BaseException as e:  # (Terminated may not be imported yet: matched by name)
         if type(e).__name__ in ("KeyboardInterrupt", "Terminated"):
             _exit_on_signal(2 if isinstance(e, KeyboardInterrupt) else 15)
@@ -67,7 +71,11 @@ def run() -> None:
 
 def _exit_on_signal(signum: int) -> None:
     """One line and exit 128 + signum (SIGINT 2, SIGTERM 15), at once."""
-    os.write(2, b"bbmap: interrupted\n" if signum == 2 else b"bbmap: terminated\n")
+    try:  # (a fleet's stop may have moved bbmap's stderr off descriptor 2: fleet/run.py)
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = 2
+    os.write(fd, b"bbmap: interrupted\n" if signum == 2 else b"bbmap: terminated\n")
     os._exit(128 + signum)
 
 

@@ -78,6 +78,30 @@ def raise_later(signum: int, frame: object) -> None:
     raise exc
 
 
+def drop_unraisable_signal(u: object) -> None:
+    """``sys.unraisablehook`` while bbmap runs: a KeyboardInterrupt or ``Terminated``
+    raised inside a ``__del__`` or a weakref callback (importlib's module locks have one)
+    cannot propagate, and Python printed it as "Exception ignored in ...".  The signal is
+    not lost (``signal_received``: the exit is still 130 or 143); the print is dropped.
+    Anything else goes to the hook that was in force before."""
+    if not isinstance(getattr(u, "exc_value", None), (KeyboardInterrupt, Terminated)):
+        _UNRAISABLE_BEFORE[-1](u)
+
+
+_UNRAISABLE_BEFORE = [sys.__unraisablehook__]
+
+
+@contextlib.contextmanager
+def signals_never_unraisable() -> Iterator[None]:
+    """:func:`drop_unraisable_signal` in force for the block."""
+    _UNRAISABLE_BEFORE.append(sys.unraisablehook)
+    sys.unraisablehook = drop_unraisable_signal
+    try:
+        yield
+    finally:
+        sys.unraisablehook = _UNRAISABLE_BEFORE.pop()
+
+
 def signal_received(reset: bool = False) -> int:
     """The last SIGINT or SIGTERM seen by :func:`raise_later` (0: none); ``reset`` forgets
     it (a command starting)."""

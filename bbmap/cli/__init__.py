@@ -69,11 +69,11 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from bbmap.atomic import OutputRun, signal_received, signals_raise
+        from bbmap.atomic import OutputRun, signal_received, signals_never_unraisable, signals_raise
         from bbmap.cli.options import check_outputs
 
         signal_received(reset=True)
-        with signals_raise(), _signals_never_unraisable():
+        with signals_raise(), signals_never_unraisable():
             try:
                 run = OutputRun(check_outputs(click.get_current_context(), kwargs))
             except UsageError as e:
@@ -101,24 +101,6 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(code)
 
     return wrapper
-
-
-@contextlib.contextmanager
-def _signals_never_unraisable() -> Any:
-    """A KeyboardInterrupt or ``Terminated`` raised inside a ``__del__`` or a weakref
-    callback cannot propagate: Python prints it as "Exception ignored in ...".  The signal
-    is not lost (``signal_received``: the exit is still 130 or 143); the print is dropped."""
-    previous = sys.unraisablehook
-
-    def hook(u: Any) -> None:
-        if not isinstance(u.exc_value, (KeyboardInterrupt, Terminated)):
-            previous(u)
-
-    sys.unraisablehook = hook
-    try:
-        yield
-    finally:
-        sys.unraisablehook = previous
 
 
 def _outcome(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]

@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,6 +267,7 @@ def run_fleet(profiles: Sequence[str], binary: str, *, options: dict | None = No
     undo = (lambda: None) if dask_logs else silence_dask()
     own_client = client is None
     local = own_client and not scheduler
+    signalled = False
     try:
         cluster = None
         if local and not dask_logs:
@@ -279,10 +280,9 @@ def run_fleet(profiles: Sequence[str], binary: str, *, options: dict | None = No
                 n = local_workers or os.cpu_count() or 1
                 quiet = {} if dask_logs else {"silence_logs": logging.CRITICAL,
                                               "preload": [__name__]}
-                with contextlib.nullcontext() if dask_logs else _children_stderr_null():
-                    cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
-                                           processes=True, memory_limit=memory_limit,
-                                           dashboard_address=":0", **quiet)
+                cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
+                                       processes=True, memory_limit=memory_limit,
+                                       dashboard_address=":0", **quiet)
                 client = Client(cluster)
         t0 = time.perf_counter()
         try:
@@ -302,10 +302,13 @@ def run_fleet(profiles: Sequence[str], binary: str, *, options: dict | None = No
             if local:
                 stop_local_cluster_now()
             undo = lambda: None  # noqa: E731 - Dask stays silent until the process ends
+            signalled = True  # and no process starts again: the stop's threads linger
         raise
     finally:
         if local:
             _stop_on_signal(False)
+            if not signalled:
+                _refuse_new_processes(False)
         undo()
 
 
@@ -359,27 +362,48 @@ def _quiet_resource_tracker() -> None:
             os.close(saved)
 
 
-@contextlib.contextmanager
-def _children_stderr_null() -> Iterator[None]:
-    """While the local cluster starts, file descriptor 2 is /dev/null, so that the nannies
-    and the workers they spawn (now or on a restart) inherit it.  Why: a signal that lands
-    while a nanny spawns its worker kills the nanny before it hands the worker its
-    preparation data, and that worker, if it escaped the stop (it was forked after the
-    last look at the process tree), printed multiprocessing's "EOFError: Ran out of input"
-    traceback under bbmap's one line.  Dask's logs are silenced in the workers anyway
-    (``--dask-logs`` keeps them and this is not used); bbmap's own stderr is restored
-    before anything is reported."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
+def _detach_stderr() -> None:
+    """File descriptor 2 becomes /dev/null and ``sys.stderr`` a copy of what it was, so
+    that a process the cluster still spawns after a signal inherits /dev/null.  Why: Dask
+    starts worker processes from background threads of this process, which go on after
+    the signal's handler has killed every child it found; such a late worker reads
+    nothing from its dying parent and printed multiprocessing's "EOFError: Ran out of
+    input" traceback under bbmap's one line.  bbmap itself goes on writing to the real
+    stderr through ``sys.stderr`` (its last line: "bbmap: interrupted")."""
+    global _STDERR_DETACHED
+    if _STDERR_DETACHED:
+        return
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+        real = os.dup(2)
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 2)
         os.close(null)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+        sys.stderr = open(real, "w", buffering=1, encoding=sys.stderr.encoding,  # noqa: SIM115
+                          errors="backslashreplace")
+        _STDERR_DETACHED = True
+
+
+_STDERR_DETACHED = False
+
+
+def _refuse_new_processes(on: bool) -> None:
+    """While a stopped cluster's threads wind down, no process may start: Dask starts
+    workers from background threads, which go on after the handler killed every child it
+    found, and a worker started then outlives bbmap.  ``on=False`` (the run is over, in a
+    program that goes on) lets processes start again."""
+    import multiprocessing.process
+
+    base = multiprocessing.process.BaseProcess
+    if on and not hasattr(base, "_bbmap_start"):
+        def refuse(self: Any) -> None:
+            raise RuntimeError("bbmap fleet is stopping: no new process")
+
+        base._bbmap_start = base.start  # type: ignore[attr-defined]
+        base.start = refuse  # type: ignore[method-assign]
+    elif not on and hasattr(base, "_bbmap_start"):
+        base.start = base._bbmap_start  # type: ignore[method-assign]
+        del base._bbmap_start
 
 
 def _is_signal(e: BaseException) -> bool:
@@ -404,19 +428,28 @@ def stop_local_cluster_now() -> None:
     import multiprocessing.resource_tracker
     import multiprocessing.util
 
+    _detach_stderr()
+    _refuse_new_processes(True)
     silence_dask()
     with contextlib.suppress(Exception):
         import psutil  # (a dependency of distributed)
 
         tracker = getattr(multiprocessing.resource_tracker._resource_tracker, "_pid", None)
         # stopped first, until no new one appears: a nanny killed while it spawns a
-        # worker would leave that worker behind, orphaned, printing its traceback
+        # worker would leave that worker behind, orphaned; and a start already past the
+        # refusal in another thread may still fork: looked for until two looks find none
         stopped: dict[int, Any] = {}
-        for _ in range(20):
+        quiet_looks = 0
+        for _ in range(40):
             new = [p for p in psutil.Process().children(recursive=True)
                    if p.pid != tracker and p.pid not in stopped]
             if not new:
-                break
+                quiet_looks += 1
+                if quiet_looks == 2:
+                    break
+                time.sleep(0.02)
+                continue
+            quiet_looks = 0
             for p in new:
                 with contextlib.suppress(psutil.Error):
                     p.suspend()
