@@ -307,10 +307,36 @@ def test_precision_scale_follows_the_poisson_spread(blocks) -> None:  # noqa: AN
 
     s = np.array([b[0] for b in blocks], np.float64)
     u = np.array([b[1] for b in blocks], np.float64)
-    sc = precision_cost_scale(SampleEvidence(s, u, u > 0))
+    sc = precision_cost_scale(SampleEvidence(s, u, u > 0), np.zeros(len(s), np.int64))
     assert sc.dtype == np.int64 and (sc >= 1).all()
     assert (sc <= round(PRECISE_COST_STEPS * PRECISE_COST_CLIP[1])).all()
     # the precision ratio, up to the shared median, orders the multipliers
     r = u / np.sqrt(np.maximum(s, 1))
     order = np.argsort(r, kind="stable")
     assert (np.diff(sc[order]) >= 0).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 500), st.integers(0, 12)), min_size=1, max_size=30),
+       st.lists(st.tuples(st.integers(0, 500), st.integers(0, 12)), min_size=1, max_size=30))
+def test_precision_cost_scale_of_a_function_depends_on_that_function_alone(one, other):
+    """Each function's multipliers are measured against its own median: putting another
+    function beside it (before or after it) leaves its multipliers as they were, so its
+    flow, its cache entry and its worker are its own."""
+    from bbmap.inference.weights import SampleEvidence, precision_cost_scale
+
+    def ev(blocks):
+        s = np.array([b[0] for b in blocks], np.float64)
+        u = np.array([b[1] for b in blocks], np.float64)
+        return s, u
+
+    s1, u1 = ev(one)
+    s2, u2 = ev(other)
+    alone = precision_cost_scale(SampleEvidence(s1, u1, u1 > 0), np.zeros(len(s1), np.int64))
+    for s, u, comp, mine in (
+            (np.r_[s1, s2], np.r_[u1, u2], np.r_[np.zeros(len(s1)), np.ones(len(s2))],
+             slice(0, len(s1))),
+            (np.r_[s2, s1], np.r_[u2, u1], np.r_[np.zeros(len(s2)), np.ones(len(s1))],
+             slice(len(s2), None))):
+        both = precision_cost_scale(SampleEvidence(s, u, u > 0), comp.astype(np.int64))
+        assert both[mine].tolist() == alone.tolist()

@@ -322,7 +322,7 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
         ew[hit] = np.asarray(ec, np.int64)[order][pos[hit]]
         ek = hit
     precise = model == PRECISE_MODEL and weights is None
-    cost = {"cost_scale": precision_cost_scale(ev), "block_inc": PRECISE_BLOCK_INC} \
+    cost = {"cost_scale": precision_cost_scale(ev, comp), "block_inc": PRECISE_BLOCK_INC} \
         if precise else {}
     p = FlowProblem(comp=comp, weight=w, known=known, entry=first, side_entry=side,
                     exit=exit_, edge_src=src, edge_dst=dst, edge_ft=kind == S_FALLTHROUGH,

@@ -69,9 +69,10 @@ REFILL_WEIGHT = 0.1
 # precise model: a block's raise/lower costs scale with the precision of its own estimate.
 # Its count estimate ``samples * period / units`` has a Poisson standard deviation
 # proportional to ``sqrt(samples) / units``, so the cost of moving it one unit is weighted by
-# ``units / sqrt(samples)`` (normalised to the median block, clipped to PRECISE_COST_CLIP,
-# in steps of 1 / PRECISE_COST_STEPS).  Measured on profiles drawn from exact counts
-# (bench_inference.py --noise-floor; spec/inference.md, "Noise floor"): zstd at 40k samples
+# ``units / sqrt(samples)`` (normalised to the median block of its own function, clipped to
+# PRECISE_COST_CLIP, in steps of 1 / PRECISE_COST_STEPS).  Measured on profiles drawn from
+# exact counts (bench_inference.py --noise-floor; spec/inference.md, "Noise floor"): zstd at 40k
+# samples
 # 9.0 / 12.9 -> 7.7 / 11.3 (block / edge), clip [0.5, 2] 8.7 / 12.3, [0.1, 10] within 0.1
 # of [0.25, 4]; the raise cost 12, 15, 20 within the draws' spread (15 chosen, between).
 PRECISE_COST_CLIP = (0.25, 4.0)
@@ -215,15 +216,37 @@ def precise_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
     return ev.weight, ev.known, ev
 
 
-def precision_cost_scale(ev: SampleEvidence) -> np.ndarray:
+def precision_cost_scale(ev: SampleEvidence, comp: np.ndarray) -> np.ndarray:
     """Integer cost multipliers (>= 1) per block from the precision of its precise-sample
-    estimate (see PRECISE_COST_CLIP); blocks without samples count as one sample."""
+    estimate (see PRECISE_COST_CLIP); blocks without samples count as one sample.  Each
+    block is measured against the median of its own component's sampled blocks (``comp``:
+    sorted, per block), so a function's costs, and its flow, depend on that function alone
+    (per-function solves, their cache and their workers rely on it); a component without
+    sampled blocks gets the neutral multiplier."""
     r = ev.units / np.sqrt(np.maximum(ev.samples, 1.0))
-    sampled = ev.known & (ev.samples > 0)
-    med = float(np.median(r[sampled])) if sampled.any() else 1.0
+    med = _median_by_group(r, comp, ev.known & (ev.samples > 0))
     lo, hi = PRECISE_COST_CLIP
-    scale = np.rint(PRECISE_COST_STEPS * np.clip(r / (med or 1.0), lo, hi))
+    scale = np.rint(PRECISE_COST_STEPS * np.clip(r / med, lo, hi))
     return np.maximum(scale, 1).astype(np.int64)
+
+
+def _median_by_group(x: np.ndarray, group: np.ndarray, use: np.ndarray) -> np.ndarray:
+    """Per element: the median of ``x[use]`` over the elements of its group (``group``
+    sorted ascending); 1.0 where the group has no used element or its median is 0."""
+    out = np.ones(len(x), np.float64)
+    if not use.any():
+        return out
+    g, v = group[use], x[use]
+    order = np.lexsort((v, g))
+    g, v = g[order], v[order]
+    ids, start, n = np.unique(g, return_index=True, return_counts=True)
+    med = (v[start + (n - 1) // 2] + v[start + n // 2]) / 2
+    med[med <= 0] = 1.0
+    first = np.searchsorted(group, ids, "left")
+    last = np.searchsorted(group, ids, "right")
+    for i, a, b in zip(med.tolist(), first.tolist(), last.tolist()):
+        out[a:b] = i
+    return out
 
 
 def skid_weights(cfg: CFG, ip_addr: np.ndarray, ip_samples: np.ndarray
