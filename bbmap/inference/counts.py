@@ -27,8 +27,15 @@ import numpy as np
 
 from bbmap.cfg import CFG, S_FALLTHROUGH, T_COND_TAIL_CALL
 from bbmap.formats.bbaddrmap import MD_IS_EH_PAD
-from bbmap.inference.flow import FlowProblem, infer
-from bbmap.inference.intervals import CONFIDENCE, ceilings, floors, intervals, model_spread
+from bbmap.inference.flow import FlowProblem, FlowResult, infer
+from bbmap.inference.intervals import (
+    CONFIDENCE,
+    Intervals,
+    ceilings,
+    floors,
+    intervals,
+    model_spread,
+)
 from bbmap.inference.weights import (
     HISTOGRAM_MODELS,
     MODEL_ALIASES,
@@ -240,13 +247,7 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
             np.zeros(0)
         functions = np.flatnonzero(fs > 0)
     q = Quality(functions=len(functions))
-    model = MODEL_ALIASES.get(model, model)
-    if model is None:
-        model = TIME_MODEL if ip is not None else SAMPLE_MODEL
-    if model in HISTOGRAM_MODELS and (ip is None or not unique_starts(cfg)):
-        q.notes.append(f"the {model} model needs the IP histogram of an executable; "
-                       f"used '{SAMPLE_MODEL}'")
-        model = SAMPLE_MODEL
+    model = _model_for(cfg, model, ip, q)
     q.sample_model = model if weights is None else "given"
     z = np.zeros(0, np.int64)
     empty = Inferred(np.zeros(B, np.int64), z, z, np.zeros(0, bool), z, q,
@@ -265,19 +266,7 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     comp_of_func = np.cumsum(sel) - 1
     comp = comp_of_func[bfunc[blocks]]
 
-    if model == TIME_MODEL:
-        assert ip is not None
-        ev_all, q.skid = skid_evidence(cfg, ip[0], ip[1])
-    elif model == PRECISE_MODEL:
-        assert ip is not None
-        ev_all = precise_weights(cfg, ip[0], ip[1])[2]
-    else:
-        ev_all = block_evidence(samples, cfg, model)
-    if weights is not None:  # given weights (tests, the bench): bounds from per-block
-        w_all, known_all = weights  # samples per instruction
-        ev_all = block_evidence(samples, cfg, SAMPLE_MODEL)
-    else:
-        w_all, known_all = ev_all.weight, ev_all.known
+    ev_all, w_all, known_all = _evidence(cfg, model, samples, ip, weights, q)
     if unknown is not None:
         known_all = known_all & ~unknown
     w, known = w_all[blocks], known_all[blocks]
@@ -309,35 +298,82 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     stray = (s_loc > 0) & ~reach  # sampled, yet no entry reaches it: it has a way in
     side = side | stray
 
-    ew = ek = None
-    if edge_counts is not None:
-        ef, et, ec = edge_counts
-        key = src_g * B + dst_g
-        okey = np.asarray(ef, np.int64) * B + np.asarray(et, np.int64)
-        order = np.argsort(okey)
-        pos = np.searchsorted(okey[order], key)
-        hit = pos < len(okey)
-        hit[hit] = okey[order][pos[hit]] == key[hit]
-        ew = np.zeros(len(key), np.int64)
-        ew[hit] = np.asarray(ec, np.int64)[order][pos[hit]]
-        ek = hit
+    given = {} if edge_counts is None else _edge_evidence(edge_counts, src_g, dst_g, B)
     precise = model == PRECISE_MODEL and weights is None
     cost = {"cost_scale": precision_cost_scale(ev, comp), "block_inc": PRECISE_BLOCK_INC} \
         if precise else {}
     p = FlowProblem(comp=comp, weight=w, known=known, entry=first, side_entry=side,
                     exit=exit_, edge_src=src, edge_dst=dst, edge_ft=kind == S_FALLTHROUGH,
-                    floor=floor, ceiling=ceilings(ev, model), **cost,
-                    **({} if ew is None else {"edge_weight": ew, "edge_known": ek}))
+                    floor=floor, ceiling=ceilings(ev, model), **cost, **given)
     r = infer(p, solver, workers=workers, cache=flow_cache)
     iv = intervals(ev, model, floor, r.block_flow, src, dst, r.edge_flow, first | side,
                    exit_)
 
-    # ---- quality
+    q.samples = int(s_loc.sum())
+    q.samples_reachable = int(s_loc[reach].sum())
+    out = _result(B, blocks, w, known, floor, first, src, dst, src_g, dst_g, kind, r, iv, q)
+    q.seconds = time.perf_counter() - t0
+    return out
+
+
+def _model_for(cfg: CFG, model: str | None, ip: tuple[np.ndarray, np.ndarray] | None,
+               q: Quality) -> str:
+    """The sample model a pass uses: the one asked for (or the default for the input), or
+    the per-block model where a histogram model has no histogram (said in ``q.notes``)."""
+    model = MODEL_ALIASES.get(model, model)
+    if model is None:
+        model = TIME_MODEL if ip is not None else SAMPLE_MODEL
+    if model in HISTOGRAM_MODELS and (ip is None or not unique_starts(cfg)):
+        q.notes.append(f"the {model} model needs the IP histogram of an executable; "
+                       f"used '{SAMPLE_MODEL}'")
+        model = SAMPLE_MODEL
+    return model
+
+
+def _evidence(cfg: CFG, model: str, samples: np.ndarray,
+              ip: tuple[np.ndarray, np.ndarray] | None,
+              weights: tuple[np.ndarray, np.ndarray] | None, q: Quality
+              ) -> tuple[SampleEvidence, np.ndarray, np.ndarray]:
+    """(evidence, weight, known) per block of the whole map under ``model``; given
+    ``weights`` (tests, the bench) replace the model's, their bounds from per-block samples
+    per instruction."""
+    if model == TIME_MODEL:
+        assert ip is not None
+        ev, q.skid = skid_evidence(cfg, ip[0], ip[1])
+    elif model == PRECISE_MODEL:
+        assert ip is not None
+        ev = precise_weights(cfg, ip[0], ip[1])[2]
+    else:
+        ev = block_evidence(samples, cfg, model)
+    if weights is not None:
+        return block_evidence(samples, cfg, SAMPLE_MODEL), weights[0], weights[1]
+    return ev, ev.weight, ev.known
+
+
+def _edge_evidence(edge_counts: tuple[np.ndarray, np.ndarray, np.ndarray],
+                   src_g: np.ndarray, dst_g: np.ndarray, B: int) -> dict[str, np.ndarray]:
+    """Observed edge counts (from, to, count: global block indices) matched onto the
+    pass's edges: ``edge_weight`` and ``edge_known`` of the flow problem."""
+    ef, et, ec = edge_counts
+    key = src_g * B + dst_g
+    okey = np.asarray(ef, np.int64) * B + np.asarray(et, np.int64)
+    order = np.argsort(okey)
+    pos = np.searchsorted(okey[order], key)
+    hit = pos < len(okey)
+    hit[hit] = okey[order][pos[hit]] == key[hit]
+    ew = np.zeros(len(key), np.int64)
+    ew[hit] = np.asarray(ec, np.int64)[order][pos[hit]]
+    return {"edge_weight": ew, "edge_known": hit}
+
+
+def _result(B: int, blocks: np.ndarray, w: np.ndarray, known: np.ndarray, floor: np.ndarray,
+            first: np.ndarray, src: np.ndarray, dst: np.ndarray, src_g: np.ndarray,
+            dst_g: np.ndarray, kind: np.ndarray, r: FlowResult, iv: Intervals, q: Quality
+            ) -> Inferred:
+    """The solved pass as :class:`Inferred` over the whole map, and its quality figures."""
     raised = (r.block_flow > w) & (r.block_flow <= floor) & (floor > 0)
     q.floored = int(raised.sum())
     q.blocks = len(blocks)
-    q.samples = int(s_loc.sum())
-    q.samples_reachable = int(s_loc[reach].sum())
     wf = w.astype(np.float64)
     q.imbalance_before = _imbalance(wf, _naive_edges(wf, src, dst), src, dst, first)
     q.imbalance_after = _imbalance(r.block_flow.astype(np.float64),
@@ -345,20 +381,18 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
     tot = float(w[known].sum())
     q.adjustment = float(np.abs(r.block_flow[known] - w[known]).sum()) / tot if tot else 0.0
     q.solver = r.solver
-    bc = np.zeros(B, np.int64)
-    bc[blocks] = r.block_flow
-    blo = np.zeros(B, np.int64)
-    blo[blocks] = iv.block_low
-    bhi = np.zeros(B, np.int64)
-    bhi[blocks] = iv.block_high
-    bfl = np.zeros(B, bool)
-    bfl[blocks] = raised
+
+    def spread(v: np.ndarray, dtype: type = np.int64) -> np.ndarray:
+        out = np.zeros(B, dtype)
+        out[blocks] = v
+        return out
+
     pos = r.edge_flow > 0
-    q.seconds = time.perf_counter() - t0
-    return Inferred(block_count=bc, edge_from=src_g[pos], edge_to=dst_g[pos],
+    return Inferred(block_count=spread(r.block_flow), edge_from=src_g[pos], edge_to=dst_g[pos],
                     edge_fallthrough=(kind == S_FALLTHROUGH)[pos], edge_count=r.edge_flow[pos],
-                    quality=q, block_low=blo, block_high=bhi, edge_low=iv.edge_low[pos],
-                    edge_high=iv.edge_high[pos], block_floored=bfl)
+                    quality=q, block_low=spread(iv.block_low),
+                    block_high=spread(iv.block_high), edge_low=iv.edge_low[pos],
+                    edge_high=iv.edge_high[pos], block_floored=spread(raised, bool))
 
 
 def _naive_edges(c: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
