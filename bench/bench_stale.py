@@ -289,20 +289,98 @@ def table(name: str, doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------ speed
+CHANGED_EVERY = 20  # the rebuild edits every 20th function: 5% of them
+
+
+def speed(work: Path, nfunc: int, want: int, rounds: int) -> dict[str, Any]:
+    """The speed must-show: a profile of bench/bench_annotate.py's ``manyfuncs`` (20,000
+    functions, >= ``want`` samples) carried onto a rebuild in which every 20th function
+    is edited (its loop's step changes: other code, other block sizes, same names),
+    beside a plain annotate of the same profile on the profiled build.  Both write JSON
+    with inference (the default for a sample profile), with a warm disassembly cache of
+    their own, alternated ``rounds`` times (wall and CPU time; the ratio is of the
+    medians)."""
+    import statistics
+
+    sys.path.insert(0, str(HERE))
+    import bench_annotate as ba
+
+    d1, d2 = work / "speed" / "v1", work / "speed" / "v2"
+    for d in (d1, d2):
+        d.mkdir(parents=True, exist_ok=True)
+    old = Path(ba.build_program(str(d1), nfunc))
+    srcs = ba.write_program(str(d2), nfunc)
+    changed = 0
+    for src in srcs:  # the edit: ``s * 3u + 1u`` -> ``s * 5u + 3u`` in every 20th function
+        text = Path(src).read_text().splitlines()
+        for k, ln in enumerate(text):
+            i = ln.find("unsigned f")
+            if i == 0 and "(unsigned x)" in ln:
+                n = int(ln[len("unsigned f"):ln.index("(")])
+                if n % CHANGED_EVERY == 0:
+                    text[k] = ln.replace("s = s * 3u + 1u;", "s = s * 5u + 3u;")
+                    changed += text[k] != ln
+        ba._write_if_changed(src, "\n".join(text) + "\n")
+    new = Path(ba.build_program(str(d2), nfunc))
+    perf = Path(ba.record_ip(str(d1), str(old), want))
+    cache = work / "speed" / "disasm-cache"
+    env = {**os.environ, "BBMAP_CACHE_DIR": str(cache)}
+    cmds = {"annotate": [sys.executable, "-m", "bbmap", "annotate", str(perf), str(old),
+                         "--format", "json", "-o", str(work / "speed" / "plain.json")],
+            "carry": [sys.executable, "-m", "bbmap", "annotate", str(perf), str(new),
+                      "--profiled-binary", str(old), "--format", "json", "-o",
+                      str(work / "speed" / "carried.json"), "--carry-report",
+                      str(work / "speed" / "carry.json")]}
+    for c in cmds.values():  # warm both binaries' disassembly caches
+        subprocess.run(c, env=env, check=True, capture_output=True)
+    wall: dict[str, list[float]] = {k: [] for k in cmds}
+    cpu: dict[str, list[float]] = {k: [] for k in cmds}
+    for _ in range(rounds):
+        for k, c in cmds.items():
+            r0 = os.times()
+            t0 = time.perf_counter()
+            subprocess.run(c, env=env, check=True, capture_output=True)
+            wall[k].append(time.perf_counter() - t0)
+            r1 = os.times()
+            cpu[k].append(r1.children_user - r0.children_user + r1.children_system
+                          - r0.children_system)
+    rep = json.loads((work / "speed" / "carry.json").read_text())
+    med = {k: statistics.median(v) for k, v in wall.items()}
+    medc = {k: statistics.median(v) for k, v in cpu.items()}
+    return {"functions": nfunc, "changed_functions": changed,
+            "samples": ba.count_samples(str(perf)), "carried_share": rep["carried_share"],
+            "share": rep["share"], "wall": wall, "cpu": cpu,
+            "ratio_wall": round(med["carry"] / med["annotate"], 3),
+            "ratio_cpu": round(medc["carry"] / medc["annotate"], 3),
+            "load": os.getloadavg()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", default="zstd,sqlite")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "bbmap-e2e")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--speed", action="store_true",
+                    help="only the speed must-show (20,000 functions, 5%% edited)")
+    ap.add_argument("--functions", type=int, default=20000)
+    ap.add_argument("--samples", type=int, default=500000)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reuse", action="store_true",
                     help="keep the builds, profiles and measures a former run left in the workdir")
     a = ap.parse_args()
     global REUSE
     REUSE = a.reuse
     work = a.workdir or a.cache / "stale"
-    out = {}
-    for name in a.programs.split(","):
+    out: dict[str, Any] = {}
+    if a.speed:
+        out["speed"] = sp = speed(work, a.functions, a.samples, a.rounds)
+        print(f"speed: {sp['samples']} samples, {sp['functions']} functions, "
+              f"{sp['changed_functions']} edited; carried {100 * sp['carried_share']:.1f}%; "
+              f"carry / annotate: wall {sp['ratio_wall']}x, cpu {sp['ratio_cpu']}x "
+              f"(wall s: {sp['wall']}; load {sp['load']})", flush=True)
+    for name in [] if a.speed else a.programs.split(","):
         out[name] = run_program(PROGRAMS[name], work, a.cache)
         print(table(name, out[name]), flush=True)
     if a.json:
