@@ -20,6 +20,7 @@ import numpy as np
 
 from bbmap.aggregate.addresses import AddressProfile
 from bbmap.aggregate.result import AnnotateResult
+from bbmap.arrays import expand_ranges
 from bbmap.errors import Diagnostic
 from bbmap.stale.fingerprint import (
     block_starts,
@@ -27,7 +28,7 @@ from bbmap.stale.fingerprint import (
     content_hash,
     fingerprint,
     function_blocks,
-    same_code,
+    same_code_pairs,
 )
 from bbmap.stale.match import ANCHOR, DROPPED, EXACT, HASH, match_blocks
 from bbmap.stale.names import match_functions
@@ -172,7 +173,10 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     # unchanged functions (the same blocks and bytes) are matched block for block without
     # disassembly: in a rebuild most are, and fingerprinting is the cost of a carry
     co, cn = code_reader(old_bin), code_reader(new_bin)
-    same = {f for f, g in fmap.items() if same_code(old_bin, new_bin, f, g, co, cn)}
+    pf = np.fromiter(fmap.keys(), np.int64, len(fmap))
+    pg = np.fromiter(fmap.values(), np.int64, len(fmap))
+    is_same = same_code_pairs(old_bin, new_bin, pf, pg, co, cn)
+    same = set(pf[is_same].tolist())
     fo = fingerprint(old_bin, np.asarray(sorted(set(fmap) - same), np.int64))
     fnp = fingerprint(new_bin, np.asarray(sorted(fmap[f] for f in set(fmap) - same),
                                           np.int64))
@@ -185,25 +189,38 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     report = CarryReport(old_bin.path, new_bin.path, threshold=threshold,
                          old_result=old_res, old_bin=old_bin,
                          renames={f: names_n[g] for f, g in fmap.items() if names_n[g]})
+    # the exact pairs' blocks, all at once: block i of one is block i of the other
+    sf, sg = pf[is_same], pg[is_same]
+    n_same = (mo.range_block_ptr[mo.func_range_ptr[sf + 1]]
+              - mo.range_block_ptr[mo.func_range_ptr[sf]]).astype(np.int64)
+    ob_all = expand_ranges(mo.range_block_ptr[mo.func_range_ptr[sf]].astype(np.int64),
+                           n_same)
+    nb_all = expand_ranges(mn.range_block_ptr[mn.func_range_ptr[sg]].astype(np.int64),
+                           n_same)
+    bmap[ob_all] = nb_all
+    bs_n[nb_all] += bs_o[ob_all]  # one to one: no block twice
+    bp_n[nb_all] += np.asarray(old_res.block_period, np.uint64)[ob_all]
+    exact = np.zeros(mo.num_blocks, bool)
+    exact[ob_all] = True
     per_func: dict[int, FunctionCarry] = {}
+    nblk_o = np.diff(mo.range_block_ptr[mo.func_range_ptr]).astype(np.int64)
+    nblk_n = np.diff(mn.range_block_ptr[mn.func_range_ptr]).astype(np.int64)
     for f in sampled.tolist():
-        ob = function_blocks(mo, f)
         fc = FunctionCarry(name=names_o[f] or f"0x{int(mo.func_address[f]):x}",
                            new_name=None, found_by=None, samples=int(fs_o[f]),
-                           blocks_old=len(ob))
+                           blocks_old=int(nblk_o[f]))
         per_func[f] = fc
         report.functions.append(fc)
         g = fmap.get(f)
         if g is None:
             fc.dropped = fc.samples
             continue
-        nb = function_blocks(mn, g)
-        fc.new_name, fc.found_by, fc.blocks_new = names_n[g], how[f], len(nb)
-        if f in same:
-            pairs = {a: (b, EXACT) for a, b in zip(ob.tolist(), nb.tolist())}
-        else:
-            pairs = match_blocks(ob.tolist(), nb.tolist(), fo, fnp, mo.block_size,
-                                 mn.block_size)
+        fc.new_name, fc.found_by, fc.blocks_new = names_n[g], how[f], int(nblk_n[g])
+        if f in same:  # carried above
+            fc.exact = fc.samples
+            continue
+        ob, nb = function_blocks(mo, f), function_blocks(mn, g)
+        pairs = match_blocks(ob.tolist(), nb.tolist(), fo, fnp, mo.block_size, mn.block_size)
         hit = np.zeros(len(nb), bool)
         for a, (b, kind) in pairs.items():
             bmap[a] = b
@@ -233,7 +250,7 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
         edge_count=np.zeros(0, np.int64), has_lbr=False,
         warnings=[w for w in old_res.warnings if w.severity == "error"],
         status=old_res.status, block_start=block_starts(mn),
-        addresses=_carry_addresses(old_res.addresses, old_bin, bmap, bkind, fo, fnp,
+        addresses=_carry_addresses(old_res.addresses, old_bin, bmap, exact, fo, fnp,
                                    block_starts(mo), block_starts(mn)))
     if report.too_little:
         res.warnings.append(Diagnostic(
@@ -243,24 +260,26 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     res.carried = report
     apply_inference(res, new_bin, inference, solver=solver, disasm_cache=disasm_cache,
                     sample_model=sample_model, unknown=unknown if unknown.any() else None)
-    if res.count_source == "inferred":
+    if res.count_source == "inferred" and B:
+        cnt = np.asarray(res.block_count, np.float64)
+        tot = np.bincount(bf_n, weights=cnt, minlength=mn.num_functions)
+        unk = np.bincount(bf_n, weights=np.where(unknown, cnt, 0.0),
+                          minlength=mn.num_functions)
         for f, fc in per_func.items():
             g = fmap.get(f)
-            if g is None:
-                continue
-            nb = function_blocks(mn, g)
-            tot = float(res.block_count[nb].sum())
-            fc.inferred = float(res.block_count[nb][unknown[nb]].sum()) / tot if tot else 0.0
+            if g is not None:
+                fc.inferred = float(unk[g]) / float(tot[g]) if tot[g] else 0.0
     return res, report
 
 
 def _carry_addresses(a: AddressProfile | None, old_bin: Any, bmap: np.ndarray,
-                     bkind: dict[int, str], fo: Any, fn: Any, start_o: np.ndarray,
+                     exact: np.ndarray, fo: Any, fn: Any, start_o: np.ndarray,
                      start_n: np.ndarray) -> AddressProfile | None:
     """The IP histogram on the new binary: an IP in an exactly matched block keeps its
     offset; in another matched block it goes to the instruction of the same index (the
     last one if the block got shorter); in an unmatched block it is dropped.  Branch
-    traces are not carried (their addresses pair two blocks' fates)."""
+    traces are not carried (their addresses pair two blocks' fates).  ``exact``: bool
+    per old block."""
     from bbmap.buckets import IN_BLOCK
     from bbmap.index import BlockIndex
 
@@ -268,22 +287,23 @@ def _carry_addresses(a: AddressProfile | None, old_bin: Any, bmap: np.ndarray,
         return None
     ip, cnt = np.asarray(a.ip_addr, np.uint64), np.asarray(a.ip_samples, np.int64)
     lk = BlockIndex(old_bin.block_map, old_bin.symbols, old_bin.sections).lookup(ip)
-    out_ip: list[int] = []
-    out_n: list[int] = []
-    for addr, n, b, st in zip(ip.tolist(), cnt.tolist(), lk.block.tolist(),
-                              lk.status.tolist()):
-        if st != IN_BLOCK or b < 0 or bmap[b] < 0:
-            continue
-        t = int(bmap[b])
-        if bkind.get(b) == EXACT:
-            out_ip.append(int(start_n[t]) + addr - int(start_o[b]))
+    b = np.asarray(lk.block, np.int64)
+    live = (np.asarray(lk.status) == IN_BLOCK) & (b >= 0)
+    live[live] = bmap[b[live]] >= 0
+    ex = live.copy()
+    ex[ex] = exact[b[ex]]
+    t = bmap[b[ex]]  # exact: the same offset in the matched block
+    out_ip: list[int] = (start_n[t] + (ip[ex] - start_o[b[ex]])).tolist()
+    out_n: list[int] = cnt[ex].tolist()
+    for addr, n, blk in zip(ip[live & ~ex].tolist(), cnt[live & ~ex].tolist(),
+                            b[live & ~ex].tolist()):
+        t = int(bmap[blk])
+        ia, ib = fo.insn_addr.get(blk), fn.insn_addr.get(t)
+        if ia is None or ib is None or not len(ib):
+            out_ip.append(int(start_n[t]))
         else:
-            ia, ib = fo.insn_addr.get(b), fn.insn_addr.get(t)
-            if ia is None or ib is None or not len(ib):
-                out_ip.append(int(start_n[t]))
-            else:
-                i = max(int(np.searchsorted(ia, np.uint64(addr), "right")) - 1, 0)
-                out_ip.append(int(ib[min(i, len(ib) - 1)]))
+            i = max(int(np.searchsorted(ia, np.uint64(addr), "right")) - 1, 0)
+            out_ip.append(int(ib[min(i, len(ib) - 1)]))
         out_n.append(n)
     if out_ip:
         u, inv = np.unique(np.asarray(out_ip, np.uint64), return_inverse=True)
