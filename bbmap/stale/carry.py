@@ -34,6 +34,8 @@ from bbmap.stale.match import ANCHOR, DROPPED, EXACT, HASH, match_blocks
 from bbmap.stale.names import match_functions
 
 MIN_CARRIED = 0.5  # below this share of the profile's block samples carried: refused
+KINDS = ("exact", "hash", "anchor", "inlined", "dropped")  # how a sample carried (or not)
+INLINED = "inlined"
 
 
 @dataclass
@@ -47,6 +49,7 @@ class FunctionCarry:
     exact: int = 0
     hash: int = 0
     anchor: int = 0
+    inlined: int = 0  # a function gone from the new build: into its callers' copies
     dropped: int = 0
     inferred: float = 0.0  # share of the new function's count on blocks with no evidence
     blocks_old: int = 0
@@ -54,7 +57,7 @@ class FunctionCarry:
 
     @property
     def carried(self) -> int:
-        return self.exact + self.hash + self.anchor
+        return self.exact + self.hash + self.anchor + self.inlined
 
     def to_json(self) -> dict:
         s = max(self.samples, 1)
@@ -62,7 +65,7 @@ class FunctionCarry:
                 "found_by": self.found_by, "samples": self.samples,
                 "blocks_old": self.blocks_old, "blocks_new": self.blocks_new,
                 "share": {k: round(getattr(self, k) / s, 4)
-                          for k in ("exact", "hash", "anchor", "dropped")}
+                          for k in KINDS}
                 | {"inferred": round(self.inferred, 4)}}
 
 
@@ -116,17 +119,17 @@ class CarryReport:
         return {"profiled_binary": self.old_binary, "binary": self.new_binary,
                 "samples": self.samples, "carried_share": round(self.carried_share, 4),
                 "threshold": self.threshold, "too_little": self.too_little,
-                "share": {k: round(self.total(k) / s, 4)
-                          for k in ("exact", "hash", "anchor", "dropped")},
+                "share": {k: round(self.total(k) / s, 4) for k in KINDS},
                 "functions": [f.to_json() for f in self.worst_first()]}
 
     def render_text(self, top: int = 20) -> str:
         s = max(self.samples, 1)
-        pct = {k: 100 * self.total(k) / s for k in ("exact", "hash", "anchor", "dropped")}
+        pct = {k: 100 * self.total(k) / s for k in KINDS}
         lines = [f"carried {self.old_binary} -> {self.new_binary}: "
                  f"{100 * self.carried_share:.1f}% of {self.samples} block samples "
                  f"(exact {pct['exact']:.1f}%, hash {pct['hash']:.1f}%, "
-                 f"anchor {pct['anchor']:.1f}%, dropped {pct['dropped']:.1f}%)",
+                 f"anchor {pct['anchor']:.1f}%, inlined {pct['inlined']:.1f}%, "
+                 f"dropped {pct['dropped']:.1f}%)",
                  f"{'function':40} {'samples':>8} {'exact':>6} {'hash':>6} {'anchor':>6} "
                  f"{'dropped':>7} {'inferred':>8}  found by"]
         for f in self.worst_first()[:top]:
@@ -181,6 +184,7 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     fnp = fingerprint(new_bin, np.asarray(sorted(fmap[f] for f in set(fmap) - same),
                                           np.int64))
     B = mn.num_blocks
+    block_starts_n = block_starts(mn)
     bs_n = np.zeros(B, np.int64)
     bp_n = np.zeros(B, np.uint64)
     unknown = np.zeros(B, bool)
@@ -232,6 +236,20 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
         for a in ob.tolist():
             k = bkind.get(a, DROPPED)
             setattr(fc, k, getattr(fc, k) + int(bs_o[a]))
+    extra_ips: list[tuple[int, int]] = []
+    period_o = np.asarray(old_res.block_period, np.float64)
+    for h, moves in _inlined_callees(old_bin, mo, mn, sampled, fmap, same, fo, fnp, bs_o,
+                                     unknown, names_o, bmap).items():
+        fc = per_func[h]
+        for b, n in moves:
+            bs_n[b] += n
+            bp_n[b] += np.uint64(round(n * float(period_o[function_blocks(mo, h)].sum())
+                                       / max(fc.samples, 1)))
+            unknown[b] = False
+            extra_ips.append((int(block_starts_n[b]), n))
+            fc.inlined += n
+        fc.dropped -= fc.inlined
+        fc.found_by = INLINED
     ft = FunctionTable.build(new_bin.symbols, mn, demangle=demangle,
                              sections=new_bin.sections)
     key_n = ft.key_of_bmfunc
@@ -249,9 +267,9 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
         edge_to=np.zeros(0, np.int64), edge_kind=np.zeros(0, np.int64),
         edge_count=np.zeros(0, np.int64), has_lbr=False,
         warnings=[w for w in old_res.warnings if w.severity == "error"],
-        status=old_res.status, block_start=block_starts(mn),
+        status=old_res.status, block_start=block_starts_n,
         addresses=_carry_addresses(old_res.addresses, old_bin, bmap, exact, fo, fnp,
-                                   block_starts(mo), block_starts(mn)))
+                                   block_starts(mo), block_starts_n, extra_ips))
     if report.too_little:
         res.warnings.append(Diagnostic(
             f"only {100 * report.carried_share:.1f}% of the profile's block samples carried "
@@ -272,14 +290,116 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     return res, report
 
 
+def _inlined_callees(old_bin: Any, mo: Any, mn: Any, sampled: np.ndarray,
+                     fmap: dict[int, int], same: set[int], fo: Any, fn: Any,
+                     bs_o: np.ndarray, unknown: np.ndarray, names_o: list,
+                     bmap: np.ndarray) -> dict[int, list[tuple[int, int]]]:
+    """Samples of sampled old functions the new build does not have, carried into the
+    copies the new build inlined into their callers: per such function ``h``, the
+    (new block, samples) it gives.  A caller is a matched, changed function whose old
+    blocks call ``h``; its share of ``h``'s samples is its calling blocks' share of the
+    samples of all of ``h``'s calling blocks; inside the caller's new function, each of
+    ``h``'s blocks goes to the caller's blocks that nothing matched with the same opcodes
+    (split evenly among them); when none has, ``h``'s share goes to the unmatched blocks
+    next to the image of each calling block (by instructions), or to the images
+    themselves when none is and they grew (a small copy merged into the calling block; a
+    call taken out shrinks it).  An inlined copy is
+    otherwise unknown to inference, which sends no flow through it when a path around it
+    exists (SQLite 3.54 inlines ``sqlite3GetVarint`` into twelve callers)."""
+    from bbmap.stale.names import base_name
+
+    gone = {base_name(names_o[h]): h for h in sampled.tolist()
+            if h not in fmap and names_o[h]}
+    if not gone:
+        return {}
+    weight: dict[int, dict[int, float]] = {}  # h -> caller f -> weight
+    sites: dict[tuple[int, int], list[int]] = {}  # (h, f) -> f's old blocks calling h
+    for f in sorted(set(fmap) - same):
+        for a in function_blocks(mo, f).tolist():
+            for c in fo.calls.get(a, ()):
+                h = gone.get(c)
+                if h is not None:
+                    w = weight.setdefault(h, {})
+                    w[f] = w.get(f, 0.0) + float(bs_o[a]) + 1.0
+                    sites.setdefault((h, f), []).append(a)
+    if not weight:
+        return {}
+    fh = fingerprint(old_bin, np.asarray(sorted(weight), np.int64))
+    out: dict[int, list[tuple[int, int]]] = {}
+    for h, callers in sorted(weight.items()):
+        total = sum(callers.values())
+        hb = [x for x in function_blocks(mo, h).tolist() if bs_o[x] > 0]
+        moves: dict[int, int] = {}
+        for f, w in sorted(callers.items()):
+            nb = function_blocks(mn, fmap[f])
+            free: dict[int, list[int]] = {}
+            for y in nb[unknown[nb]].tolist():
+                if fn.opcode[y]:
+                    free.setdefault(int(fn.opcode[y]), []).append(y)
+            placed = False
+            for x in hb:
+                to = free.get(int(fh.opcode[x]))
+                n = int(float(bs_o[x]) * w / total)  # floor: never more than h had
+                if not to or n <= 0:
+                    continue
+                placed = True
+                _spread(moves, to, [1] * len(to), n)
+            if not placed:  # the copy was compiled anew in its caller (other opcodes):
+                # the unmatched blocks right after each call site's image, by size
+                calls = sites.get((h, f), [])
+                region = _region(calls, bmap, fn, unknown) or sorted(
+                    {int(bmap[a]) for a in calls  # a copy merged into the call's block
+                     if bmap[a] >= 0 and int(fn.n_insn[bmap[a]]) > int(fo.n_insn[a])})
+                n = int(float(bs_o[hb].sum()) * w / total) if hb else 0
+                if region and n > 0:
+                    _spread(moves, region, [max(int(fn.n_insn[y]), 1) for y in region], n)
+        if moves:
+            out[h] = sorted(moves.items())
+    return out
+
+
+REGION_MAX = 16  # unmatched blocks around a call site's image taken for an inlined copy
+
+
+def _region(calls: list[int], bmap: np.ndarray, fn: Any, unknown: np.ndarray) -> list[int]:
+    """The unmatched new blocks next to the images of the old blocks ``calls`` (before
+    them: the call's block kept what follows the call; after them), through unmatched
+    blocks only (breadth first, at most ``REGION_MAX``)."""
+    seen: list[int] = []
+    todo = [int(bmap[a]) for a in calls if bmap[a] >= 0]
+    while todo and len(seen) < REGION_MAX:
+        nxt = []
+        for b in todo:
+            for y in [*fn.pred.get(b, []), *fn.succ.get(b, [])]:
+                if unknown[y] and y not in seen and len(seen) < REGION_MAX:
+                    seen.append(y)
+                    nxt.append(y)
+        todo = nxt
+    return seen
+
+
+def _spread(moves: dict[int, int], to: list[int], weights: list[int], n: int) -> None:
+    """``n`` samples over the blocks ``to`` in proportion to ``weights`` (integers; the
+    remainder to the first ones)."""
+    tot = sum(weights)
+    parts = [n * w // tot for w in weights]
+    for i in range(n - sum(parts)):
+        parts[i % len(parts)] += 1
+    for y, k in zip(to, parts):
+        if k:
+            moves[y] = moves.get(y, 0) + k
+
+
 def _carry_addresses(a: AddressProfile | None, old_bin: Any, bmap: np.ndarray,
                      exact: np.ndarray, fo: Any, fn: Any, start_o: np.ndarray,
-                     start_n: np.ndarray) -> AddressProfile | None:
+                     start_n: np.ndarray, extra: list[tuple[int, int]] = ()
+                     ) -> AddressProfile | None:
     """The IP histogram on the new binary: an IP in an exactly matched block keeps its
     offset; in another matched block it goes to the instruction of the same index (the
     last one if the block got shorter); in an unmatched block it is dropped.  Branch
     traces are not carried (their addresses pair two blocks' fates).  ``exact``: bool
-    per old block."""
+    per old block; ``extra``: (address, samples) carried otherwise (inlined callees, at
+    their copies' block starts)."""
     from bbmap.buckets import IN_BLOCK
     from bbmap.index import BlockIndex
 
@@ -304,6 +424,9 @@ def _carry_addresses(a: AddressProfile | None, old_bin: Any, bmap: np.ndarray,
         else:
             i = max(int(np.searchsorted(ia, np.uint64(addr), "right")) - 1, 0)
             out_ip.append(int(ib[min(i, len(ib) - 1)]))
+        out_n.append(n)
+    for addr, n in extra:
+        out_ip.append(addr)
         out_n.append(n)
     if out_ip:
         u, inv = np.unique(np.asarray(out_ip, np.uint64), return_inverse=True)
