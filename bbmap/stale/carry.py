@@ -34,8 +34,8 @@ from bbmap.stale.match import ANCHOR, DROPPED, EXACT, HASH, match_blocks
 from bbmap.stale.names import match_functions
 
 MIN_CARRIED = 0.5  # below this share of the profile's block samples carried: refused
-KINDS = ("exact", "hash", "anchor", "inlined", "dropped")  # how a sample carried (or not)
-INLINED = "inlined"
+INLINED = "inlined"  # a function gone from the new build, carried into its callers' copies
+CARRY_KINDS = (EXACT, HASH, ANCHOR, INLINED, DROPPED)  # how a sample carried (or not)
 
 
 @dataclass
@@ -65,7 +65,7 @@ class FunctionCarry:
                 "found_by": self.found_by, "samples": self.samples,
                 "blocks_old": self.blocks_old, "blocks_new": self.blocks_new,
                 "share": {k: round(getattr(self, k) / s, 4)
-                          for k in KINDS}
+                          for k in CARRY_KINDS}
                 | {"inferred": round(self.inferred, 4)}}
 
 
@@ -119,12 +119,12 @@ class CarryReport:
         return {"profiled_binary": self.old_binary, "binary": self.new_binary,
                 "samples": self.samples, "carried_share": round(self.carried_share, 4),
                 "threshold": self.threshold, "too_little": self.too_little,
-                "share": {k: round(self.total(k) / s, 4) for k in KINDS},
+                "share": {k: round(self.total(k) / s, 4) for k in CARRY_KINDS},
                 "functions": [f.to_json() for f in self.worst_first()]}
 
     def render_text(self, top: int = 20) -> str:
         s = max(self.samples, 1)
-        pct = {k: 100 * self.total(k) / s for k in KINDS}
+        pct = {k: 100 * self.total(k) / s for k in CARRY_KINDS}
         lines = [f"carried {self.old_binary} -> {self.new_binary}: "
                  f"{100 * self.carried_share:.1f}% of {self.samples} block samples "
                  f"(exact {pct['exact']:.1f}%, hash {pct['hash']:.1f}%, "
