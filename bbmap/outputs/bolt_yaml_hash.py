@@ -38,6 +38,8 @@ COND_JUMP = "JMP"  # every conditional jump's mnemonic in the opcode hash
 # LLVM's printer gives the mnemonic of an instruction whose condition code is an operand
 # as the text before that operand: cmovbl -> cmov, setne -> set (a jcc is COND_JUMP)
 CC_PREFIXES = ("cmov", "set")
+# shifts and rotates by %cl print the register as part of the mnemonic (``shrq %cl,``)
+CL_SHIFTS = ("sh", "sa", "ro", "rc")
 LIB_NAMES = ("libxxhash.so.0", "xxhash")
 
 
@@ -76,12 +78,15 @@ def hash_16_bytes(low: int, high: int) -> int:
 def opcode_name(mnemonic: str, is_cond_jump: bool, operands: str = "") -> str:
     """The mnemonic as BOLT's opcode hash spells it (``mnemonic`` and ``operands``:
     capstone's AT&T text).  LLVM's printer ends an indirect jump's or call's mnemonic with
-    the ``*`` of its operand (``jmpq *%rax``: ``jmpq*``)."""
+    the ``*`` of its operand (``jmpq *%rax``: ``jmpq*``), and a shift by ``%cl`` with
+    that operand (``shrq %cl, %rax``: ``shrq%cl,``)."""
     if is_cond_jump:
         return COND_JUMP
     m = "".join(mnemonic.split())
     if operands.startswith("*"):
         return m + "*"
+    if operands.startswith("%cl,") and m.startswith(CL_SHIFTS):
+        return m + "%cl,"  # a shift by %cl: the register is literal text of its mnemonic
     for p in CC_PREFIXES:
         if m.startswith(p):
             return p
