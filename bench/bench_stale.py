@@ -9,6 +9,8 @@ For each program, two releases fetched from their registries and pinned by sha25
 profiling input) and N+1 is rebuilt from that profile five ways:
 
 * ``fresh``: bbmap's layout from a profile of N+1 itself (the win to reach);
+  ``fresh-again``: the same from a second profile of N+1 (how far sampling noise alone
+  moves the win: the ceiling a carried profile can be held to);
 * ``stale``: ``bbmap layout PERF_N N+1 --profiled-binary N`` (bbmap carries the profile);
 * ``naive``: N's own cluster and symbol-ordering files applied to N+1 as they are (what
   ``bbmap verify N+1 --cc-profile FILE --profiled-binary N`` refuses: its verdict is kept);
@@ -65,8 +67,8 @@ OLD_SOURCES = {
 }
 PROGRAMS = {"zstd": ZSTD, "sqlite": SQLITE}
 HASH = ("-mllvm", "-emit-bb-hash")
-ROWS = ("baseline", "fresh", "stale", "naive", "clang-mi", "bolt-fresh", "bolt-stale",
-        "bolt-stale-bbmap", "bolt-bbmap")
+ROWS = ("baseline", "fresh", "fresh-again", "stale", "naive", "clang-mi", "bolt-fresh",
+        "bolt-stale", "bolt-stale-bbmap", "bolt-bbmap")
 
 
 REUSE = False  # --reuse: keep every build, profile and measure a rerun finds in the workdir
@@ -214,11 +216,13 @@ def run_program(prog: Program, work: Path, cache: Path) -> dict[str, Any]:
     b["baseline"] = new
     perf_old = record(old, prof_argv, w / "old.perf.data", prog)
     perf_new = record(new, prof_argv, w / "new.perf.data", prog)
+    perf_new2 = record(new, prof_argv, w / "new2.perf.data", prog)  # sampling noise
     doc: dict[str, Any] = {"old": f"{old_src.package} {old_src.version}",
                            "new": f"{prog.source.package} {prog.source.version}",
                            "samples": {"old": pl.ip_info(perf_old)["samples"],
                                        "new": pl.ip_info(perf_new)["samples"]}}
     fresh = layout(perf_new, new, w / "fresh")
+    fresh2 = layout(perf_new2, new, w / "fresh-again")
     stale = layout(perf_old, new, w / "stale", "--profiled-binary", str(old), "--force",
                    "--carry-report", str(w / "carry.json"))
     naive = layout(perf_old, old, w / "naive")
@@ -231,7 +235,8 @@ def run_program(prog: Program, work: Path, cache: Path) -> dict[str, Any]:
     vdoc = json.loads(v.stdout) if v.stdout.startswith("{") else {}
     doc["verify_naive"] = {"exit": v.returncode,
                            "misplaced_functions": len(vdoc.get("misplaced", []))}
-    for row, lay in (("fresh", fresh), ("stale", stale), ("naive", naive)):
+    for row, lay in (("fresh", fresh), ("fresh-again", fresh2), ("stale", stale),
+                     ("naive", naive)):
         cf, lf = pl.layout_flags(lay)
         b[row] = build(prog, root_new, w / row / "bin", cflags=(*HASH, *cf), ldflags=lf)
     mi = w / "clang-mi.txt"
