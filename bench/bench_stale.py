@@ -285,11 +285,11 @@ def table(name: str, doc: dict[str, Any]) -> str:
              f"{100 * doc['carry']['carried_share']:.1f}% of {doc['carry']['samples']} "
              f"samples; verify of the naive file: exit {doc['verify_naive']['exit']}, "
              f"{doc['verify_naive']['misplaced_functions']} functions misplaced",
-             f"{'row':12} {'I1 misses':>12} {'of fresh':>9} {'taken':>12} {'of fresh':>9}"]
+             f"{'row':17} {'I1 misses':>12} {'of fresh':>9} {'taken':>12} {'of fresh':>9}"]
     for row, r in doc["rows"].items():
         def pct(x: float | None) -> str:
             return "" if x is None else f"{100 * x:.1f}%"
-        lines.append(f"{row:12} {r['i1_misses']:12,d} {pct(r['i1_misses_share_of_fresh']):>9} "
+        lines.append(f"{row:17} {r['i1_misses']:12,d} {pct(r['i1_misses_share_of_fresh']):>9} "
                      f"{r['taken']:12,d} {pct(r['taken_share_of_fresh']):>9}")
     return "\n".join(lines)
 
