@@ -35,7 +35,12 @@ misses (32 KiB 8-way, 64 B lines) and taken branches in the binary (callgrind). 
 win is its reduction from the baseline as a share of the fresh build's reduction.
 
     nice -n 10 python bench/bench_stale.py [--programs zstd,sqlite] [--cache DIR]
-                                          [--workdir DIR] [--json FILE]
+                                          [--workdir DIR] [--json FILE] [--reuse]
+    python bench/bench_stale.py --speed [--functions 20000] [--samples 500000] [--rounds 3]
+
+``--reuse`` keeps what a former run left in the workdir (builds, profiles, layouts, YAML,
+measures; a measure is redone when its binary changed): delete a file to redo its step.
+``--speed`` runs only the speed must-show (:func:`speed`).
 """
 
 from __future__ import annotations
