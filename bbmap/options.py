@@ -29,7 +29,7 @@ FAILED_STATUSES = frozenset({Status.NOTHING_MAPPED, Status.REFUSED})
 
 # annotate --format: what ``bbmap.run.render`` writes (aggregate: the CLI's Parquet file)
 ANNOTATE_FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate", "fdata",
-                    "bolt-preagg", "match-infer")
+                    "bolt-preagg", "match-infer", "bolt-yaml")
 # written from the instruction-address aggregates alone (spec/bolt.md)
 BOLT_FORMATS = ("fdata", "bolt-preagg")
 # --inference: never, when the profiles have no branch stacks, always

@@ -629,6 +629,9 @@ def render(result: AnnotateResult, fmt: str, *, top: int | None = None,
         if rep is not None:
             return render_match_infer(rep.profiled_counts(), names=rep.renames)
         return render_match_infer(result)
+    if fmt == "bolt-yaml":  # BOLT's YAML with its block hashes (a carried result's: the
+        from bbmap.outputs.bolt_yaml import render_bolt_yaml  # new build's counts)
+        return render_bolt_yaml(result)
     if fmt != "text":
         raise BBMapError(f"no renderer for the format {fmt!r}")
     import shutil

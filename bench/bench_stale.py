@@ -9,6 +9,8 @@ For each program, two releases fetched from their registries and pinned by sha25
 profiling input) and N+1 is rebuilt from that profile five ways:
 
 * ``fresh``: bbmap's layout from a profile of N+1 itself (the win to reach);
+  ``fresh-again``: the same from a second profile of N+1 (how far sampling noise alone
+  moves the win: the ceiling a carried profile can be held to);
 * ``stale``: ``bbmap layout PERF_N N+1 --profiled-binary N`` (bbmap carries the profile);
 * ``naive``: N's own cluster and symbol-ordering files applied to N+1 as they are (what
   ``bbmap verify N+1 --cc-profile FILE --profiled-binary N`` refuses: its verdict is kept);
@@ -16,20 +18,36 @@ profiling input) and N+1 is rebuilt from that profile five ways:
   (N's counts and block hashes under N+1's names) given to
   ``-fbasic-block-sections=list= -mllvm -basic-block-section-match-infer``;
 * ``bolt-stale``: BOLT's stale path: ``perf2bolt-22 -nl -w`` YAML of N, then
-  ``llvm-bolt-22 --infer-stale-profile`` on N+1 (and ``bolt-fresh`` from N+1's own).
+  ``llvm-bolt-22 --infer-stale-profile`` on N+1 (without branch stacks perf2bolt writes
+  that YAML with no blocks: BOLT gets no profile); ``bolt-fresh``: ``llvm-bolt-22`` of N+1
+  from perf2bolt's fdata of N+1's profile (BOLT's own path without branch stacks);
+* ``bolt-stale-bbmap``: BOLT's stale matching given a YAML that has blocks: bbmap's
+  (``annotate --format bolt-yaml``) of N, read with ``--infer-stale-profile`` on N+1;
+* ``bolt-bbmap``: bbmap's matching, BOLT's layout: ``annotate PERF_N N+1 --profiled-binary
+  N --format bolt-yaml`` (N+1's blocks and BOLT's hashes), ``--infer-stale-profile``.
+
+bbmap's YAML of N+1's own profile is held against BOLT's (``llvm-bolt -data=FDATA -w``) of
+the same binary: functions, blocks, and each field of the block hashes
+(``bolt_yaml_agreement``).
 
 Every build must print what N+1's baseline prints.  On the measuring input: cachegrind I1
 misses (32 KiB 8-way, 64 B lines) and taken branches in the binary (callgrind).  Each row's
 win is its reduction from the baseline as a share of the fresh build's reduction.
 
     nice -n 10 python bench/bench_stale.py [--programs zstd,sqlite] [--cache DIR]
-                                          [--workdir DIR] [--json FILE]
+                                          [--workdir DIR] [--json FILE] [--reuse]
+    python bench/bench_stale.py --speed [--functions 20000] [--samples 500000] [--rounds 3]
+
+``--reuse`` keeps what a former run left in the workdir (builds, profiles, layouts, YAML,
+measures; a measure is redone when its binary changed): delete a file to redo its step.
+``--speed`` runs only the speed must-show (:func:`speed`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -54,7 +72,43 @@ OLD_SOURCES = {
 }
 PROGRAMS = {"zstd": ZSTD, "sqlite": SQLITE}
 HASH = ("-mllvm", "-emit-bb-hash")
-ROWS = ("baseline", "fresh", "stale", "naive", "clang-mi", "bolt-fresh", "bolt-stale")
+ROWS = ("baseline", "fresh", "fresh-again", "stale", "naive", "clang-mi", "bolt-fresh",
+        "bolt-stale", "bolt-stale-bbmap", "bolt-bbmap")
+
+
+REUSE = False  # --reuse: keep every build, profile and measure a rerun finds in the workdir
+
+
+def kept(path: Path) -> bool:
+    """Whether a rerun may take ``path`` as it is (``--reuse`` and it exists)."""
+    return REUSE and path.exists()
+
+
+def build(prog: Program, root: Path, out: Path, **kw: Any) -> Path:
+    return out if kept(out) else pl.build(prog, root, out, **kw)
+
+
+def record(binary: Path, argv: list[str], out: Path, prog: Program) -> Path:
+    if kept(out):
+        return out
+    return pl.record_ip(binary, argv, out, prog.ip_period_ns, prog.ip_repeat)
+
+
+def measured(binary: Path, argv: list[str]) -> dict[str, int]:
+    """cachegrind's I1 misses and callgrind's taken branches of one build, kept beside it
+    (keyed by the build's sha256, so a rebuilt binary is measured again)."""
+    memo = binary.with_name(binary.name + ".measure.json")
+    digest = pl.sha256(binary)
+    if memo.exists():
+        m = json.loads(memo.read_text())
+        if m.get("sha256") == digest and m.get("argv") == argv:
+            return m["row"]
+    cg = measure.cachegrind(binary, argv, "32768,8,64")
+    cl = measure.callgrind(binary, argv)
+    row = {"i1_misses": cg["i1_misses"], "instructions": cg["instructions"],
+           "taken": cl.taken_in_binary}
+    memo.write_text(json.dumps({"sha256": digest, "argv": argv, "row": row}))
+    return row
 
 
 def bbmap(*args: str, log: Path) -> subprocess.CompletedProcess:
@@ -64,24 +118,90 @@ def bbmap(*args: str, log: Path) -> subprocess.CompletedProcess:
 def layout(perf: Path, binary: Path, out: Path, *extra: str) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     cc, ld = out / "cc.txt", out / "ld.txt"
+    if kept(cc) and kept(ld):
+        return {"cc": str(cc), "ld": str(ld)}
     bbmap("layout", str(perf), str(binary), "--cc-profile", str(cc), "--ld-profile", str(ld),
           *extra, "--json", "-o", str(out / "layout.json"), log=out / "layout.log")
     return {"cc": str(cc), "ld": str(ld)}
 
 
-def bolt(binary: Path, perf: Path, yaml_binary: Path, out: Path, stale: bool
-         ) -> dict[str, Any]:
-    """perf2bolt -nl -w of ``yaml_binary``'s profile, llvm-bolt of ``binary`` from it."""
-    yml = out.with_suffix(".yaml")
-    pl.sh([pl.PERF2BOLT, "-nl", "-p", str(perf), "-w", str(yml), "-o", str(out) + ".fdata",
-           str(yaml_binary)], log=out.with_suffix(".p2b.log"))
+def bolt_run(binary: Path, data: Path, out: Path, stale: bool) -> dict[str, Any]:
+    """llvm-bolt of ``binary`` from the profile ``data`` (fdata or YAML); the log's lines
+    on the profile and on stale matching are kept."""
     extra = ["--infer-stale-profile"] if stale else []
-    p = pl.sh([pl.LLVM_BOLT, str(binary), "-o", str(out), f"-data={yml}", *pl.BOLT_FLAGS,
+    p = pl.sh([pl.LLVM_BOLT, str(binary), "-o", str(out), f"-data={data}", *pl.BOLT_FLAGS,
                *extra], log=out.with_suffix(".bolt.log"))
     text = p.stdout + p.stderr
     lines = [ln.strip() for ln in text.splitlines() if "stale" in ln.lower()
-             or "profile" in ln.lower() and "function" in ln.lower()][:8]
-    return {"yaml": str(yml), "log": lines}
+             or "profile" in ln.lower() and "function" in ln.lower()
+             or "match for" in ln][:12]
+    return {"data": str(data), "log": lines}
+
+
+def perf2bolt(perf: Path, binary: Path, out: Path) -> tuple[Path, Path]:
+    """``perf2bolt -nl`` of a sample profile: its fdata and its ``-w`` YAML (which, for a
+    profile without branch stacks, BOLT 22 writes with no blocks)."""
+    fd, yml = out.with_suffix(".fdata"), out.with_suffix(".p2b.yaml")
+    if not (kept(fd) and kept(yml)):
+        pl.sh([pl.PERF2BOLT, "-nl", "-p", str(perf), "-w", str(yml), "-o", str(fd),
+               str(binary)], log=out.with_suffix(".p2b.log"))
+    return fd, yml
+
+
+def bolt_yaml(perf: Path, binary: Path, out: Path, *extra: str) -> Path:
+    """bbmap's BOLT YAML (``--format bolt-yaml``) of ``binary`` from ``perf``."""
+    if not kept(out):
+        with open(out, "w") as fh:
+            pl.sh([sys.executable, "-m", "bbmap", "annotate", str(perf), str(binary),
+                   "--inference", "on", "--format", "bolt-yaml", *extra], stdout=fh)
+    return out
+
+
+def bolt_own_yaml(binary: Path, fdata: Path, out: Path) -> Path:
+    """BOLT's own YAML of ``binary`` (``llvm-bolt -data=FDATA -w``): the oracle bbmap's
+    YAML of the same binary is held against."""
+    if not kept(out):
+        pl.sh([pl.LLVM_BOLT, str(binary), f"-data={fdata}", "-w", str(out), "-o",
+               os.devnull], log=out.with_suffix(".log"))
+    return out
+
+
+def compare_yaml(ours: Path, theirs: Path) -> dict[str, int]:
+    """bbmap's YAML against BOLT's own of the same binary: of BOLT's blocks with a
+    count, how many bbmap has at the same offset of the same function, and how many of
+    those agree in ``bid``, ``insns`` and each field of the block hash."""
+    import yaml
+
+    def index(doc: dict) -> dict[str, tuple[int, dict[int, dict]]]:
+        return {fn["name"]: (fn["nblocks"], {b["hash"] & 0xFFFF: b
+                                             for b in fn.get("blocks") or []})
+                for fn in doc.get("functions") or []}
+
+    a = index(yaml.safe_load(ours.read_text()))
+    b = index(yaml.safe_load(theirs.read_text()))
+    c = dict.fromkeys(("functions", "functions_found", "nblocks_equal", "blocks",
+                       "blocks_found", "bid", "insns", "opcode", "instr", "pred", "succ"), 0)
+    fields = {"opcode": (16, 0xFFFF), "instr": (32, 0xFFFF), "pred": (48, 0xFF),
+              "succ": (56, 0xFF)}
+    for name, (nb, blocks) in b.items():
+        if not blocks:
+            continue
+        c["functions"] += 1
+        c["blocks"] += len(blocks)
+        if name not in a:
+            continue
+        c["functions_found"] += 1
+        c["nblocks_equal"] += a[name][0] == nb
+        for off, yb in blocks.items():
+            ya = a[name][1].get(off)
+            if ya is None:
+                continue
+            c["blocks_found"] += 1
+            c["bid"] += ya["bid"] == yb["bid"]
+            c["insns"] += ya["insns"] == yb["insns"]
+            for k, (sh, w) in fields.items():
+                c[k] += (ya["hash"] >> sh & w) == (yb["hash"] >> sh & w)
+    return c
 
 
 def run_program(prog: Program, work: Path, cache: Path) -> dict[str, Any]:
@@ -96,18 +216,18 @@ def run_program(prog: Program, work: Path, cache: Path) -> dict[str, Any]:
     w = work / prog.name
     w.mkdir(parents=True, exist_ok=True)
     b: dict[str, Path] = {}
-    old = pl.build(prog, root_old, w / "old", cflags=HASH)
-    new = pl.build(prog, root_new, w / "baseline", cflags=HASH)
+    old = build(prog, root_old, w / "old", cflags=HASH)
+    new = build(prog, root_new, w / "baseline", cflags=HASH)
     b["baseline"] = new
-    perf_old = pl.record_ip(old, prof_argv, w / "old.perf.data", prog.ip_period_ns,
-                            prog.ip_repeat)
-    perf_new = pl.record_ip(new, prof_argv, w / "new.perf.data", prog.ip_period_ns,
-                            prog.ip_repeat)
+    perf_old = record(old, prof_argv, w / "old.perf.data", prog)
+    perf_new = record(new, prof_argv, w / "new.perf.data", prog)
+    perf_new2 = record(new, prof_argv, w / "new2.perf.data", prog)  # sampling noise
     doc: dict[str, Any] = {"old": f"{old_src.package} {old_src.version}",
                            "new": f"{prog.source.package} {prog.source.version}",
                            "samples": {"old": pl.ip_info(perf_old)["samples"],
                                        "new": pl.ip_info(perf_new)["samples"]}}
     fresh = layout(perf_new, new, w / "fresh")
+    fresh2 = layout(perf_new2, new, w / "fresh-again")
     stale = layout(perf_old, new, w / "stale", "--profiled-binary", str(old), "--force",
                    "--carry-report", str(w / "carry.json"))
     naive = layout(perf_old, old, w / "naive")
@@ -120,22 +240,33 @@ def run_program(prog: Program, work: Path, cache: Path) -> dict[str, Any]:
     vdoc = json.loads(v.stdout) if v.stdout.startswith("{") else {}
     doc["verify_naive"] = {"exit": v.returncode,
                            "misplaced_functions": len(vdoc.get("misplaced", []))}
-    for row, lay in (("fresh", fresh), ("stale", stale), ("naive", naive)):
+    for row, lay in (("fresh", fresh), ("fresh-again", fresh2), ("stale", stale),
+                     ("naive", naive)):
         cf, lf = pl.layout_flags(lay)
-        b[row] = pl.build(prog, root_new, w / row / "bin", cflags=(*HASH, *cf), ldflags=lf)
+        b[row] = build(prog, root_new, w / row / "bin", cflags=(*HASH, *cf), ldflags=lf)
     mi = w / "clang-mi.txt"
-    with open(mi, "w") as fh:
-        pl.sh([sys.executable, "-m", "bbmap", "annotate", str(perf_old), str(new),
-               "--profiled-binary", str(old), "--force", "--format", "match-infer"],
-              stdout=fh)
-    b["clang-mi"] = pl.build(prog, root_new, w / "clang-mi" / "bin",
+    if not kept(mi):
+        with open(mi, "w") as fh:
+            pl.sh([sys.executable, "-m", "bbmap", "annotate", str(perf_old), str(new),
+                   "--profiled-binary", str(old), "--force", "--format", "match-infer"],
+                  stdout=fh)
+    b["clang-mi"] = build(prog, root_new, w / "clang-mi" / "bin",
                              cflags=(*HASH, f"-fbasic-block-sections=list={mi}", "-mllvm",
                                      "-basic-block-section-match-infer"))
     doc["bolt"] = {}
-    for row, perf, src, st in (("bolt-fresh", perf_new, new, False),
-                               ("bolt-stale", perf_old, old, True)):
+    fd_new, _ = perf2bolt(perf_new, new, w / "bolt-new")
+    fd_old, p2b_old = perf2bolt(perf_old, old, w / "bolt-old")
+    own_new = bolt_own_yaml(new, fd_new, w / "bolt-own-new.yaml")
+    ours_new = bolt_yaml(perf_new, new, w / "bbmap-new.yaml")
+    doc["bolt_yaml_agreement"] = compare_yaml(ours_new, own_new)
+    yml_old = bolt_yaml(perf_old, old, w / "bbmap-old.yaml")
+    yml_carried = bolt_yaml(perf_old, new, w / "bbmap-carried.yaml", "--profiled-binary",
+                            str(old), "--force")
+    for row, data, st in (("bolt-fresh", fd_new, False), ("bolt-stale", p2b_old, True),
+                          ("bolt-stale-bbmap", yml_old, True), ("bolt-bbmap", yml_carried, True)):
         out = w / f"{row}.bin"
-        doc["bolt"][row] = bolt(new, perf, src, out, st)
+        if not kept(out):
+            doc["bolt"][row] = bolt_run(new, data, out, st)
         b[row] = out
     want = pl.program_output(new, meas_argv)
     for row, path in b.items():
@@ -143,10 +274,7 @@ def run_program(prog: Program, work: Path, cache: Path) -> dict[str, Any]:
             raise pl.StepError(f"{row}: {path} prints something else than the baseline")
     rows = {}
     for row in ROWS:
-        cg = measure.cachegrind(b[row], meas_argv, "32768,8,64")
-        cl = measure.callgrind(b[row], meas_argv)
-        rows[row] = {"i1_misses": cg["i1_misses"], "instructions": cg["instructions"],
-                     "taken": cl.taken_in_binary}
+        rows[row] = measured(b[row], meas_argv)
     base, fr = rows["baseline"], rows["fresh"]
     for r in rows.values():
         for k in ("i1_misses", "taken"):
@@ -162,13 +290,80 @@ def table(name: str, doc: dict[str, Any]) -> str:
              f"{100 * doc['carry']['carried_share']:.1f}% of {doc['carry']['samples']} "
              f"samples; verify of the naive file: exit {doc['verify_naive']['exit']}, "
              f"{doc['verify_naive']['misplaced_functions']} functions misplaced",
-             f"{'row':12} {'I1 misses':>12} {'of fresh':>9} {'taken':>12} {'of fresh':>9}"]
+             f"{'row':17} {'I1 misses':>12} {'of fresh':>9} {'taken':>12} {'of fresh':>9}"]
     for row, r in doc["rows"].items():
         def pct(x: float | None) -> str:
             return "" if x is None else f"{100 * x:.1f}%"
-        lines.append(f"{row:12} {r['i1_misses']:12,d} {pct(r['i1_misses_share_of_fresh']):>9} "
+        lines.append(f"{row:17} {r['i1_misses']:12,d} {pct(r['i1_misses_share_of_fresh']):>9} "
                      f"{r['taken']:12,d} {pct(r['taken_share_of_fresh']):>9}")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ speed
+CHANGED_EVERY = 20  # the rebuild edits every 20th function: 5% of them
+
+
+def speed(work: Path, nfunc: int, want: int, rounds: int) -> dict[str, Any]:
+    """The speed must-show: a profile of bench/bench_annotate.py's ``manyfuncs`` (20,000
+    functions, >= ``want`` samples) carried onto a rebuild in which every 20th function
+    is edited (its loop's step changes: other code, other block sizes, same names),
+    beside a plain annotate of the same profile on the profiled build.  Both write JSON
+    with inference (the default for a sample profile), with a warm disassembly cache of
+    their own, alternated ``rounds`` times (wall and CPU time; the ratio is of the
+    medians)."""
+    import statistics
+
+    sys.path.insert(0, str(HERE))
+    import bench_annotate as ba
+
+    d1, d2 = work / "speed" / "v1", work / "speed" / "v2"
+    for d in (d1, d2):
+        d.mkdir(parents=True, exist_ok=True)
+    old = Path(ba.build_program(str(d1), nfunc))
+    srcs = ba.write_program(str(d2), nfunc)
+    changed = 0
+    for src in srcs:  # the edit: ``s * 3u + 1u`` -> ``s * 5u + 3u`` in every 20th function
+        text = Path(src).read_text().splitlines()
+        for k, ln in enumerate(text):
+            i = ln.find("unsigned f")
+            if i == 0 and "(unsigned x)" in ln:
+                n = int(ln[len("unsigned f"):ln.index("(")])
+                if n % CHANGED_EVERY == 0:
+                    text[k] = ln.replace("s = s * 3u + 1u;", "s = s * 5u + 3u;")
+                    changed += text[k] != ln
+        ba._write_if_changed(src, "\n".join(text) + "\n")
+    new = Path(ba.build_program(str(d2), nfunc))
+    perf = Path(ba.record_ip(str(d1), str(old), want))
+    cache = work / "speed" / "disasm-cache"
+    env = {**os.environ, "BBMAP_CACHE_DIR": str(cache)}
+    cmds = {"annotate": [sys.executable, "-m", "bbmap", "annotate", str(perf), str(old),
+                         "--format", "json", "-o", str(work / "speed" / "plain.json")],
+            "carry": [sys.executable, "-m", "bbmap", "annotate", str(perf), str(new),
+                      "--profiled-binary", str(old), "--format", "json", "-o",
+                      str(work / "speed" / "carried.json"), "--carry-report",
+                      str(work / "speed" / "carry.json")]}
+    for c in cmds.values():  # warm both binaries' disassembly caches
+        subprocess.run(c, env=env, check=True, capture_output=True)
+    wall: dict[str, list[float]] = {k: [] for k in cmds}
+    cpu: dict[str, list[float]] = {k: [] for k in cmds}
+    for _ in range(rounds):
+        for k, c in cmds.items():
+            r0 = os.times()
+            t0 = time.perf_counter()
+            subprocess.run(c, env=env, check=True, capture_output=True)
+            wall[k].append(time.perf_counter() - t0)
+            r1 = os.times()
+            cpu[k].append(r1.children_user - r0.children_user + r1.children_system
+                          - r0.children_system)
+    rep = json.loads((work / "speed" / "carry.json").read_text())
+    med = {k: statistics.median(v) for k, v in wall.items()}
+    medc = {k: statistics.median(v) for k, v in cpu.items()}
+    return {"functions": nfunc, "changed_functions": changed,
+            "samples": ba.count_samples(str(perf)), "carried_share": rep["carried_share"],
+            "share": rep["share"], "wall": wall, "cpu": cpu,
+            "ratio_wall": round(med["carry"] / med["annotate"], 3),
+            "ratio_cpu": round(medc["carry"] / medc["annotate"], 3),
+            "load": os.getloadavg()}
 
 
 def main() -> int:
@@ -177,10 +372,25 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "bbmap-e2e")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--speed", action="store_true",
+                    help="only the speed must-show (20,000 functions, 5%% edited)")
+    ap.add_argument("--functions", type=int, default=20000)
+    ap.add_argument("--samples", type=int, default=500000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the builds, profiles and measures a former run left in the workdir")
     a = ap.parse_args()
+    global REUSE
+    REUSE = a.reuse
     work = a.workdir or a.cache / "stale"
-    out = {}
-    for name in a.programs.split(","):
+    out: dict[str, Any] = {}
+    if a.speed:
+        out["speed"] = sp = speed(work, a.functions, a.samples, a.rounds)
+        print(f"speed: {sp['samples']} samples, {sp['functions']} functions, "
+              f"{sp['changed_functions']} edited; carried {100 * sp['carried_share']:.1f}%; "
+              f"carry / annotate: wall {sp['ratio_wall']}x, cpu {sp['ratio_cpu']}x "
+              f"(wall s: {sp['wall']}; load {sp['load']})", flush=True)
+    for name in [] if a.speed else a.programs.split(","):
         out[name] = run_program(PROGRAMS[name], work, a.cache)
         print(table(name, out[name]), flush=True)
     if a.json:

@@ -27,7 +27,8 @@ from bbmap.options import BOLT_FORMATS, Status
                    "symbol-ordering file, a mergeable Parquet aggregate (needs -o; "
                    "pip install 'bbmap[fleet]'), BOLT's fdata (as perf2bolt writes it), "
                    "BOLT's pre-aggregated text (perf2bolt/llvm-bolt --pa) or clang 22's "
-                   "match-infer profile (counts and block hashes; spec/stale.md); default: "
+                   "match-infer profile (counts and block hashes; spec/stale.md) or BOLT's "
+                   "YAML profile with its block hashes (bolt-yaml); default: "
                    "from -o's "
                    "extension (.json, .csv, .parquet, .fdata), else text")
 @output_option()

@@ -29,12 +29,14 @@ def annotate_stale(perf_paths: Iterable[str | os.PathLike], profiled_binary: str
         raise UsageError(f"--profiled-binary {profiled_binary} is the binary itself: annotate "
                          "it without --profiled-binary")
     dirs = kw.get("debug_dirs", ())
-    old = load_binary(profiled_binary, debug_dirs=dirs)
-    old.refuse_relocatable()
     new = load_binary(binary, debug_dirs=dirs)
     new.refuse_relocatable()
     old_res = annotate(perf_paths, profiled_binary, inference="off", addresses=True,
                        force=force, **kw)
+    # the run's own load of OLD (decoding a block map twice is a tenth of a carry)
+    old = old_res.loaded if old_res.loaded is not None else \
+        load_binary(profiled_binary, debug_dirs=dirs)
+    old.refuse_relocatable()
     if old_res.status in ("nothing_mapped", "refused"):
         return old_res, CarryReport(profiled_binary, binary, threshold=threshold)
     res, rep = carry(old_res, old, new, inference=inference, solver=solver,

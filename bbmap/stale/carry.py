@@ -20,6 +20,7 @@ import numpy as np
 
 from bbmap.aggregate.addresses import AddressProfile
 from bbmap.aggregate.result import AnnotateResult
+from bbmap.arrays import expand_ranges
 from bbmap.errors import Diagnostic
 from bbmap.stale.fingerprint import (
     block_starts,
@@ -27,12 +28,14 @@ from bbmap.stale.fingerprint import (
     content_hash,
     fingerprint,
     function_blocks,
-    same_code,
+    same_code_pairs,
 )
 from bbmap.stale.match import ANCHOR, DROPPED, EXACT, HASH, match_blocks
 from bbmap.stale.names import match_functions
 
 MIN_CARRIED = 0.5  # below this share of the profile's block samples carried: refused
+INLINED = "inlined"  # a function gone from the new build, carried into its callers' copies
+CARRY_KINDS = (EXACT, HASH, ANCHOR, INLINED, DROPPED)  # how a sample carried (or not)
 
 
 @dataclass
@@ -46,6 +49,7 @@ class FunctionCarry:
     exact: int = 0
     hash: int = 0
     anchor: int = 0
+    inlined: int = 0  # a function gone from the new build: into its callers' copies
     dropped: int = 0
     inferred: float = 0.0  # share of the new function's count on blocks with no evidence
     blocks_old: int = 0
@@ -53,7 +57,7 @@ class FunctionCarry:
 
     @property
     def carried(self) -> int:
-        return self.exact + self.hash + self.anchor
+        return self.exact + self.hash + self.anchor + self.inlined
 
     def to_json(self) -> dict:
         s = max(self.samples, 1)
@@ -61,7 +65,7 @@ class FunctionCarry:
                 "found_by": self.found_by, "samples": self.samples,
                 "blocks_old": self.blocks_old, "blocks_new": self.blocks_new,
                 "share": {k: round(getattr(self, k) / s, 4)
-                          for k in ("exact", "hash", "anchor", "dropped")}
+                          for k in CARRY_KINDS}
                 | {"inferred": round(self.inferred, 4)}}
 
 
@@ -115,17 +119,17 @@ class CarryReport:
         return {"profiled_binary": self.old_binary, "binary": self.new_binary,
                 "samples": self.samples, "carried_share": round(self.carried_share, 4),
                 "threshold": self.threshold, "too_little": self.too_little,
-                "share": {k: round(self.total(k) / s, 4)
-                          for k in ("exact", "hash", "anchor", "dropped")},
+                "share": {k: round(self.total(k) / s, 4) for k in CARRY_KINDS},
                 "functions": [f.to_json() for f in self.worst_first()]}
 
     def render_text(self, top: int = 20) -> str:
         s = max(self.samples, 1)
-        pct = {k: 100 * self.total(k) / s for k in ("exact", "hash", "anchor", "dropped")}
+        pct = {k: 100 * self.total(k) / s for k in CARRY_KINDS}
         lines = [f"carried {self.old_binary} -> {self.new_binary}: "
                  f"{100 * self.carried_share:.1f}% of {self.samples} block samples "
                  f"(exact {pct['exact']:.1f}%, hash {pct['hash']:.1f}%, "
-                 f"anchor {pct['anchor']:.1f}%, dropped {pct['dropped']:.1f}%)",
+                 f"anchor {pct['anchor']:.1f}%, inlined {pct['inlined']:.1f}%, "
+                 f"dropped {pct['dropped']:.1f}%)",
                  f"{'function':40} {'samples':>8} {'exact':>6} {'hash':>6} {'anchor':>6} "
                  f"{'dropped':>7} {'inferred':>8}  found by"]
         for f in self.worst_first()[:top]:
@@ -172,11 +176,15 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     # unchanged functions (the same blocks and bytes) are matched block for block without
     # disassembly: in a rebuild most are, and fingerprinting is the cost of a carry
     co, cn = code_reader(old_bin), code_reader(new_bin)
-    same = {f for f, g in fmap.items() if same_code(old_bin, new_bin, f, g, co, cn)}
+    pf = np.fromiter(fmap.keys(), np.int64, len(fmap))
+    pg = np.fromiter(fmap.values(), np.int64, len(fmap))
+    is_same = same_code_pairs(old_bin, new_bin, pf, pg, co, cn)
+    same = set(pf[is_same].tolist())
     fo = fingerprint(old_bin, np.asarray(sorted(set(fmap) - same), np.int64))
     fnp = fingerprint(new_bin, np.asarray(sorted(fmap[f] for f in set(fmap) - same),
                                           np.int64))
     B = mn.num_blocks
+    block_starts_n = block_starts(mn)
     bs_n = np.zeros(B, np.int64)
     bp_n = np.zeros(B, np.uint64)
     unknown = np.zeros(B, bool)
@@ -185,25 +193,38 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     report = CarryReport(old_bin.path, new_bin.path, threshold=threshold,
                          old_result=old_res, old_bin=old_bin,
                          renames={f: names_n[g] for f, g in fmap.items() if names_n[g]})
+    # the exact pairs' blocks, all at once: block i of one is block i of the other
+    sf, sg = pf[is_same], pg[is_same]
+    n_same = (mo.range_block_ptr[mo.func_range_ptr[sf + 1]]
+              - mo.range_block_ptr[mo.func_range_ptr[sf]]).astype(np.int64)
+    ob_all = expand_ranges(mo.range_block_ptr[mo.func_range_ptr[sf]].astype(np.int64),
+                           n_same)
+    nb_all = expand_ranges(mn.range_block_ptr[mn.func_range_ptr[sg]].astype(np.int64),
+                           n_same)
+    bmap[ob_all] = nb_all
+    bs_n[nb_all] += bs_o[ob_all]  # one to one: no block twice
+    bp_n[nb_all] += np.asarray(old_res.block_period, np.uint64)[ob_all]
+    exact = np.zeros(mo.num_blocks, bool)
+    exact[ob_all] = True
     per_func: dict[int, FunctionCarry] = {}
+    nblk_o = np.diff(mo.range_block_ptr[mo.func_range_ptr]).astype(np.int64)
+    nblk_n = np.diff(mn.range_block_ptr[mn.func_range_ptr]).astype(np.int64)
     for f in sampled.tolist():
-        ob = function_blocks(mo, f)
         fc = FunctionCarry(name=names_o[f] or f"0x{int(mo.func_address[f]):x}",
                            new_name=None, found_by=None, samples=int(fs_o[f]),
-                           blocks_old=len(ob))
+                           blocks_old=int(nblk_o[f]))
         per_func[f] = fc
         report.functions.append(fc)
         g = fmap.get(f)
         if g is None:
             fc.dropped = fc.samples
             continue
-        nb = function_blocks(mn, g)
-        fc.new_name, fc.found_by, fc.blocks_new = names_n[g], how[f], len(nb)
-        if f in same:
-            pairs = {a: (b, EXACT) for a, b in zip(ob.tolist(), nb.tolist())}
-        else:
-            pairs = match_blocks(ob.tolist(), nb.tolist(), fo, fnp, mo.block_size,
-                                 mn.block_size)
+        fc.new_name, fc.found_by, fc.blocks_new = names_n[g], how[f], int(nblk_n[g])
+        if f in same:  # carried above
+            fc.exact = fc.samples
+            continue
+        ob, nb = function_blocks(mo, f), function_blocks(mn, g)
+        pairs = match_blocks(ob.tolist(), nb.tolist(), fo, fnp, mo.block_size, mn.block_size)
         hit = np.zeros(len(nb), bool)
         for a, (b, kind) in pairs.items():
             bmap[a] = b
@@ -215,6 +236,20 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
         for a in ob.tolist():
             k = bkind.get(a, DROPPED)
             setattr(fc, k, getattr(fc, k) + int(bs_o[a]))
+    extra_ips: list[tuple[int, int]] = []
+    period_o = np.asarray(old_res.block_period, np.float64)
+    for h, moves in _inlined_callees(old_bin, mo, mn, sampled, fmap, same, fo, fnp, bs_o,
+                                     unknown, names_o, bmap).items():
+        fc = per_func[h]
+        for b, n in moves:
+            bs_n[b] += n
+            bp_n[b] += np.uint64(round(n * float(period_o[function_blocks(mo, h)].sum())
+                                       / max(fc.samples, 1)))
+            unknown[b] = False
+            extra_ips.append((int(block_starts_n[b]), n))
+            fc.inlined += n
+        fc.dropped -= fc.inlined
+        fc.found_by = INLINED
     ft = FunctionTable.build(new_bin.symbols, mn, demangle=demangle,
                              sections=new_bin.sections)
     key_n = ft.key_of_bmfunc
@@ -232,9 +267,9 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
         edge_to=np.zeros(0, np.int64), edge_kind=np.zeros(0, np.int64),
         edge_count=np.zeros(0, np.int64), has_lbr=False,
         warnings=[w for w in old_res.warnings if w.severity == "error"],
-        status=old_res.status, block_start=block_starts(mn),
-        addresses=_carry_addresses(old_res.addresses, old_bin, bmap, bkind, fo, fnp,
-                                   block_starts(mo), block_starts(mn)))
+        status=old_res.status, block_start=block_starts_n,
+        addresses=_carry_addresses(old_res.addresses, old_bin, bmap, exact, fo, fnp,
+                                   block_starts(mo), block_starts_n, extra_ips))
     if report.too_little:
         res.warnings.append(Diagnostic(
             f"only {100 * report.carried_share:.1f}% of the profile's block samples carried "
@@ -243,24 +278,128 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     res.carried = report
     apply_inference(res, new_bin, inference, solver=solver, disasm_cache=disasm_cache,
                     sample_model=sample_model, unknown=unknown if unknown.any() else None)
-    if res.count_source == "inferred":
+    if res.count_source == "inferred" and B:
+        cnt = np.asarray(res.block_count, np.float64)
+        tot = np.bincount(bf_n, weights=cnt, minlength=mn.num_functions)
+        unk = np.bincount(bf_n, weights=np.where(unknown, cnt, 0.0),
+                          minlength=mn.num_functions)
         for f, fc in per_func.items():
             g = fmap.get(f)
-            if g is None:
-                continue
-            nb = function_blocks(mn, g)
-            tot = float(res.block_count[nb].sum())
-            fc.inferred = float(res.block_count[nb][unknown[nb]].sum()) / tot if tot else 0.0
+            if g is not None:
+                fc.inferred = float(unk[g]) / float(tot[g]) if tot[g] else 0.0
     return res, report
 
 
+def _inlined_callees(old_bin: Any, mo: Any, mn: Any, sampled: np.ndarray,
+                     fmap: dict[int, int], same: set[int], fo: Any, fn: Any,
+                     bs_o: np.ndarray, unknown: np.ndarray, names_o: list,
+                     bmap: np.ndarray) -> dict[int, list[tuple[int, int]]]:
+    """Samples of sampled old functions the new build does not have, carried into the
+    copies the new build inlined into their callers: per such function ``h``, the
+    (new block, samples) it gives.  A caller is a matched, changed function whose old
+    blocks call ``h``; its share of ``h``'s samples is its calling blocks' share of the
+    samples of all of ``h``'s calling blocks; inside the caller's new function, each of
+    ``h``'s blocks goes to the caller's blocks that nothing matched with the same opcodes
+    (split evenly among them); when none has, ``h``'s share goes to the unmatched blocks
+    next to the image of each calling block (by instructions), or to the images
+    themselves when none is and they grew (a small copy merged into the calling block; a
+    call taken out shrinks it).  An inlined copy is
+    otherwise unknown to inference, which sends no flow through it when a path around it
+    exists (SQLite 3.54 inlines ``sqlite3GetVarint`` into twelve callers)."""
+    from bbmap.stale.names import base_name
+
+    gone = {base_name(names_o[h]): h for h in sampled.tolist()
+            if h not in fmap and names_o[h]}
+    if not gone:
+        return {}
+    weight: dict[int, dict[int, float]] = {}  # h -> caller f -> weight
+    sites: dict[tuple[int, int], list[int]] = {}  # (h, f) -> f's old blocks calling h
+    for f in sorted(set(fmap) - same):
+        for a in function_blocks(mo, f).tolist():
+            for c in fo.calls.get(a, ()):
+                h = gone.get(c)
+                if h is not None:
+                    w = weight.setdefault(h, {})
+                    w[f] = w.get(f, 0.0) + float(bs_o[a]) + 1.0
+                    sites.setdefault((h, f), []).append(a)
+    if not weight:
+        return {}
+    fh = fingerprint(old_bin, np.asarray(sorted(weight), np.int64))
+    out: dict[int, list[tuple[int, int]]] = {}
+    for h, callers in sorted(weight.items()):
+        total = sum(callers.values())
+        hb = [x for x in function_blocks(mo, h).tolist() if bs_o[x] > 0]
+        moves: dict[int, int] = {}
+        for f, w in sorted(callers.items()):
+            nb = function_blocks(mn, fmap[f])
+            free: dict[int, list[int]] = {}
+            for y in nb[unknown[nb]].tolist():
+                if fn.opcode[y]:
+                    free.setdefault(int(fn.opcode[y]), []).append(y)
+            placed = False
+            for x in hb:
+                to = free.get(int(fh.opcode[x]))
+                n = int(float(bs_o[x]) * w / total)  # floor: never more than h had
+                if not to or n <= 0:
+                    continue
+                placed = True
+                _spread(moves, to, [1] * len(to), n)
+            if not placed:  # the copy was compiled anew in its caller (other opcodes):
+                # the unmatched blocks right after each call site's image, by size
+                calls = sites.get((h, f), [])
+                region = _region(calls, bmap, fn, unknown) or sorted(
+                    {int(bmap[a]) for a in calls  # a copy merged into the call's block
+                     if bmap[a] >= 0 and int(fn.n_insn[bmap[a]]) > int(fo.n_insn[a])})
+                n = int(float(bs_o[hb].sum()) * w / total) if hb else 0
+                if region and n > 0:
+                    _spread(moves, region, [max(int(fn.n_insn[y]), 1) for y in region], n)
+        if moves:
+            out[h] = sorted(moves.items())
+    return out
+
+
+REGION_MAX = 16  # unmatched blocks around a call site's image taken for an inlined copy
+
+
+def _region(calls: list[int], bmap: np.ndarray, fn: Any, unknown: np.ndarray) -> list[int]:
+    """The unmatched new blocks next to the images of the old blocks ``calls`` (before
+    them: the call's block kept what follows the call; after them), through unmatched
+    blocks only (breadth first, at most ``REGION_MAX``)."""
+    seen: list[int] = []
+    todo = [int(bmap[a]) for a in calls if bmap[a] >= 0]
+    while todo and len(seen) < REGION_MAX:
+        nxt = []
+        for b in todo:
+            for y in [*fn.pred.get(b, []), *fn.succ.get(b, [])]:
+                if unknown[y] and y not in seen and len(seen) < REGION_MAX:
+                    seen.append(y)
+                    nxt.append(y)
+        todo = nxt
+    return seen
+
+
+def _spread(moves: dict[int, int], to: list[int], weights: list[int], n: int) -> None:
+    """``n`` samples over the blocks ``to`` in proportion to ``weights`` (integers; the
+    remainder to the first ones)."""
+    tot = sum(weights)
+    parts = [n * w // tot for w in weights]
+    for i in range(n - sum(parts)):
+        parts[i % len(parts)] += 1
+    for y, k in zip(to, parts):
+        if k:
+            moves[y] = moves.get(y, 0) + k
+
+
 def _carry_addresses(a: AddressProfile | None, old_bin: Any, bmap: np.ndarray,
-                     bkind: dict[int, str], fo: Any, fn: Any, start_o: np.ndarray,
-                     start_n: np.ndarray) -> AddressProfile | None:
+                     exact: np.ndarray, fo: Any, fn: Any, start_o: np.ndarray,
+                     start_n: np.ndarray, extra: list[tuple[int, int]] = ()
+                     ) -> AddressProfile | None:
     """The IP histogram on the new binary: an IP in an exactly matched block keeps its
     offset; in another matched block it goes to the instruction of the same index (the
     last one if the block got shorter); in an unmatched block it is dropped.  Branch
-    traces are not carried (their addresses pair two blocks' fates)."""
+    traces are not carried (their addresses pair two blocks' fates).  ``exact``: bool
+    per old block; ``extra``: (address, samples) carried otherwise (inlined callees, at
+    their copies' block starts)."""
     from bbmap.buckets import IN_BLOCK
     from bbmap.index import BlockIndex
 
@@ -268,22 +407,26 @@ def _carry_addresses(a: AddressProfile | None, old_bin: Any, bmap: np.ndarray,
         return None
     ip, cnt = np.asarray(a.ip_addr, np.uint64), np.asarray(a.ip_samples, np.int64)
     lk = BlockIndex(old_bin.block_map, old_bin.symbols, old_bin.sections).lookup(ip)
-    out_ip: list[int] = []
-    out_n: list[int] = []
-    for addr, n, b, st in zip(ip.tolist(), cnt.tolist(), lk.block.tolist(),
-                              lk.status.tolist()):
-        if st != IN_BLOCK or b < 0 or bmap[b] < 0:
-            continue
-        t = int(bmap[b])
-        if bkind.get(b) == EXACT:
-            out_ip.append(int(start_n[t]) + addr - int(start_o[b]))
+    b = np.asarray(lk.block, np.int64)
+    live = (np.asarray(lk.status) == IN_BLOCK) & (b >= 0)
+    live[live] = bmap[b[live]] >= 0
+    ex = live.copy()
+    ex[ex] = exact[b[ex]]
+    t = bmap[b[ex]]  # exact: the same offset in the matched block
+    out_ip: list[int] = (start_n[t] + (ip[ex] - start_o[b[ex]])).tolist()
+    out_n: list[int] = cnt[ex].tolist()
+    for addr, n, blk in zip(ip[live & ~ex].tolist(), cnt[live & ~ex].tolist(),
+                            b[live & ~ex].tolist()):
+        t = int(bmap[blk])
+        ia, ib = fo.insn_addr.get(blk), fn.insn_addr.get(t)
+        if ia is None or ib is None or not len(ib):
+            out_ip.append(int(start_n[t]))
         else:
-            ia, ib = fo.insn_addr.get(b), fn.insn_addr.get(t)
-            if ia is None or ib is None or not len(ib):
-                out_ip.append(int(start_n[t]))
-            else:
-                i = max(int(np.searchsorted(ia, np.uint64(addr), "right")) - 1, 0)
-                out_ip.append(int(ib[min(i, len(ib) - 1)]))
+            i = max(int(np.searchsorted(ia, np.uint64(addr), "right")) - 1, 0)
+            out_ip.append(int(ib[min(i, len(ib) - 1)]))
+        out_n.append(n)
+    for addr, n in extra:
+        out_ip.append(addr)
         out_n.append(n)
     if out_ip:
         u, inv = np.unique(np.asarray(out_ip, np.uint64), return_inverse=True)

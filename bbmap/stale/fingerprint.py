@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from bbmap.arrays import expand_ranges
 from bbmap.formats.bbaddrmap import FEAT_BB_HASH
 from bbmap.model import BlockMap
 
@@ -107,12 +108,70 @@ def same_code(old: Any, new: Any, f: int, g: int, code_old: Any = None,
             not np.array_equal(mo.block_md[bo], mn.block_md[bn]) or \
             not np.array_equal(mo.block_offset[bo], mn.block_offset[bn]):
         return False
-    ro = range(int(mo.func_range_ptr[f]), int(mo.func_range_ptr[f + 1]))
-    rn = range(int(mn.func_range_ptr[g]), int(mn.func_range_ptr[g + 1]))
-    if len(ro) != len(rn):
+    if mo.func_range_ptr[f + 1] - mo.func_range_ptr[f] != \
+            mn.func_range_ptr[g + 1] - mn.func_range_ptr[g]:
         return False
     co = code_old if code_old is not None else _Code(old)
     cn = code_new if code_new is not None else _Code(new)
+    return _same_bytes(mo, mn, f, g, co, cn)
+
+
+def same_code_pairs(old: Any, new: Any, f: np.ndarray, g: np.ndarray, code_old: Any = None,
+                    code_new: Any = None) -> np.ndarray:
+    """:func:`same_code` of every pair ``(f[i], g[i])`` at once (bool per pair): the block
+    columns of all pairs compared in one pass, the bytes read only for the pairs whose
+    blocks agree.  In a 20,000-function rebuild the per-pair array calls were most of a
+    carry's time."""
+    mo, mn = old.block_map, new.block_map
+    f, g = np.asarray(f, np.int64), np.asarray(g, np.int64)
+    if not len(f):
+        return np.zeros(0, bool)
+    fb0 = mo.range_block_ptr[mo.func_range_ptr[f]].astype(np.int64)
+    fb1 = mo.range_block_ptr[mo.func_range_ptr[f + 1]].astype(np.int64)
+    gb0 = mn.range_block_ptr[mn.func_range_ptr[g]].astype(np.int64)
+    gb1 = mn.range_block_ptr[mn.func_range_ptr[g + 1]].astype(np.int64)
+    n = fb1 - fb0
+    ok = (n == gb1 - gb0) & (n > 0) & \
+        (np.diff(mo.func_range_ptr)[f] == np.diff(mn.func_range_ptr)[g])
+    idx = np.flatnonzero(ok)
+    if len(idx):
+        bo, bn = expand_ranges(fb0[idx], n[idx]), expand_ranges(gb0[idx], n[idx])
+        bad = (mo.block_size[bo] != mn.block_size[bn]) | (mo.block_md[bo] != mn.block_md[bn]) \
+            | (mo.block_offset[bo] != mn.block_offset[bn])
+        pair = np.repeat(np.arange(len(idx), dtype=np.int64), n[idx])
+        ok[idx[np.bincount(pair, weights=bad, minlength=len(idx)) > 0]] = False
+    co = code_old if code_old is not None else _Code(old)
+    cn = code_new if code_new is not None else _Code(new)
+    one = ok & (np.diff(mo.func_range_ptr)[f] == 1)
+    if one.any():  # one range each (most functions): every pair's bytes in one compare
+        i1 = np.flatnonzero(one)
+        lo = fb0[i1]
+        size = np.maximum.reduceat(mo.block_offset[expand_ranges(lo, n[i1])]
+                                   + mo.block_size[expand_ranges(lo, n[i1])],
+                                   np.concatenate([[0], np.cumsum(n[i1])[:-1]])
+                                   ).astype(np.int64)
+        ro = mo.func_range_ptr[f[i1]].astype(np.int64)
+        rn = mn.func_range_ptr[g[i1]].astype(np.int64)
+        xo = co.offsets(mo.range_base[ro].astype(np.uint64), size)
+        xn = cn.offsets(mn.range_base[rn].astype(np.uint64), size)
+        good = (xo >= 0) & (xn >= 0)
+        k = np.flatnonzero(good)
+        if len(k):
+            bo = np.frombuffer(co.data, np.uint8)[expand_ranges(xo[k], size[k])]
+            bn = np.frombuffer(cn.data, np.uint8)[expand_ranges(xn[k], size[k])]
+            pair = np.repeat(np.arange(len(k), dtype=np.int64), size[k])
+            good[k[np.bincount(pair, weights=bo != bn, minlength=len(k)) > 0]] = False
+        ok[i1] = good
+    for i in np.flatnonzero(ok & ~one).tolist():
+        ok[i] = _same_bytes(mo, mn, int(f[i]), int(g[i]), co, cn)
+    return ok
+
+
+def _same_bytes(mo: BlockMap, mn: BlockMap, f: int, g: int, co: Any, cn: Any) -> bool:
+    """The ranges of ``f`` (old) and ``g`` (new), blocks already equal, hold the same
+    bytes."""
+    ro = range(int(mo.func_range_ptr[f]), int(mo.func_range_ptr[f + 1]))
+    rn = range(int(mn.func_range_ptr[g]), int(mn.func_range_ptr[g + 1]))
     for a, b in zip(ro, rn):
         lo, hi = int(mo.range_block_ptr[a]), int(mo.range_block_ptr[a + 1])
         if hi <= lo:
@@ -142,6 +201,15 @@ class _Code:
         self.sym_addr = np.asarray(sy.address, np.uint64)
         self.sym_end = self.sym_addr + np.asarray(sy.size, np.uint64)
         self.sym_name = [base_name(n) or "" for n in sy.names]
+
+    def offsets(self, addr: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """The file offset of each ``size`` bytes at ``addr`` (-1: not inside one code
+        section)."""
+        out = np.full(len(addr), -1, np.int64)
+        for lo, hi, off in self.secs:
+            inside = (addr >= np.uint64(lo)) & (addr + size.astype(np.uint64) <= np.uint64(hi))
+            out[inside] = (addr[inside] - np.uint64(lo)).astype(np.int64) + off
+        return out
 
     def read(self, addr: int, size: int) -> bytes:
         for lo, hi, off in self.secs:
