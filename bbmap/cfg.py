@@ -47,6 +47,7 @@ from bbmap.binary.disasm import (
     code_table,
     sweep_ranges,
 )
+from bbmap.binary.jumptables import JUMP_TABLE_MAX
 from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_TAIL_CALL
 from bbmap.model import BlockMap
 
@@ -73,7 +74,6 @@ T_ESCAPE = 10  # a direct jump to a place that is no block start (of any functio
 TERM_NAMES = ("falls", "conditional", "jump", "return", "tail_call", "conditional_tail_call",
               "jump_table", "indirect_unknown", "no_return", "undecoded", "escape")
 
-JUMP_TABLE_MAX = 4096  # entries read at most from one table (a guard against a bad bound)
 
 
 @dataclass

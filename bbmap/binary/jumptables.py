@@ -43,6 +43,7 @@ _PREFIXES = np.zeros(256, bool)
 _PREFIXES[[0xF0, 0xF2, 0xF3, 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65, 0x66, 0x67]] = True
 _WINDOW = 16  # bytes looked at per instruction (x86 instructions are at most 15)
 NO_SECTION = -(1 << 62)  # ``delta`` of a block in no section
+JUMP_TABLE_MAX = 4096  # entries read at most from one table (a guard against a bad bound)
 
 
 @dataclass
