@@ -44,8 +44,10 @@ from bbmap.binary.disasm import (
     TRAP,
     CodeTable,
     Disassembler,
+    SweptRows,
     code_table,
     sweep_ranges,
+    sweep_rows,
 )
 from bbmap.binary.jumptables import JUMP_TABLE_MAX
 from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_TAIL_CALL
@@ -159,21 +161,64 @@ class CFG:
 
 
 # ----------------------------------------------------------------------------- recovery
+class SharedSweep:
+    """One run's sweep of a binary's block-map ranges, shared by the phases that read
+    its code (the fit's instruction starts, the CFG's last instructions): each range is
+    swept once a run (:func:`~bbmap.binary.disasm.sweep_rows`, with the ``cheap``
+    column), by whichever phase asks first."""
+
+    def __init__(self, binary: Any, dis: Disassembler, block_map: BlockMap | None = None
+                 ) -> None:
+        self.binary, self.dis = binary, dis
+        self.block_map = m = block_map if block_map is not None else binary.block_map
+        _, self.block_start, _, self.range_end = sweep_bounds(m)
+        self.range_section = _range_sections(binary, m)
+        self.covered = np.zeros(m.num_ranges, bool)
+        self.parts: list[tuple[SweptRows, np.ndarray]] = []
+
+    def rows(self, want: np.ndarray) -> SweptRows:
+        """The rows of the ranges ``want`` (bool per range), sweeping those no phase
+        has asked for yet."""
+        from bbmap.binary.disasm_cache import merge_swept, select_swept
+
+        want = np.asarray(want, bool)
+        missing = want & ~self.covered
+        if missing.any():
+            b = self.binary
+            self.parts.append((sweep_rows(self.dis, b.data, b.sections, self.block_map,
+                                          self.range_section, self.block_start,
+                                          self.range_end, missing, cheap=True), missing))
+            self.covered = self.covered | missing
+        if len(self.parts) > 1:  # one part from now on
+            self.parts = [(merge_swept(self.parts, len(self.covered)), self.covered)]
+        if not self.parts:  # nothing asked for: an empty sweep
+            return sweep_rows(self.dis, self.binary.data, self.binary.sections,
+                              self.block_map, self.range_section, self.block_start,
+                              self.range_end, want, cheap=True)
+        return select_swept(self.parts[0][0], want, self.covered)
+
+
 def recover_cfg(binary: Any, block_map: BlockMap | None = None,
                 functions: np.ndarray | None = None, cache: Any = None,
-                dis: Disassembler | None = None) -> CFG:
+                dis: Disassembler | None = None, swept: SharedSweep | None = None) -> CFG:
     """The CFG of every function of ``binary`` (a :class:`bbmap.binary.Binary`), or of
     the block-map ``functions`` given: the others are not disassembled (their blocks
     have no instructions and no successors), which is most of the time of a large
     binary of which a profile touched a few functions.  ``cache``: a
     :class:`bbmap.binary.disasm_cache.DisasmCache` to take the disassembly from (and add
     to) instead of sweeping every time.  ``dis``: the disassembler to use (a run shares
-    one between its phases); by default one is made."""
+    one between its phases); by default one is made.  ``swept``: the run's shared sweep
+    (of this binary's own block map), so ranges an earlier phase read are not swept
+    again."""
     m = block_map if block_map is not None else binary.block_map
     B = m.num_blocks
     rng, start, end, range_end = sweep_bounds(m)
     rfunc = np.repeat(np.arange(m.num_functions, dtype=np.int64), np.diff(m.func_range_ptr))
     bfunc = rfunc[rng] if B else np.zeros(0, np.int64)
+    if swept is not None and swept.block_map is not m:
+        swept = None  # another map (a carried result's): its own sweep
+    if swept is not None:
+        dis = swept.dis
     if dis is None:
         dis = Disassembler(binary.machine, int(getattr(binary, "elfclass", 64)))
     data = binary.data
@@ -187,7 +232,10 @@ def recover_cfg(binary: Any, block_map: BlockMap | None = None,
         from bbmap.binary.disasm_cache import cached_sweep_rows
 
         rows = cached_sweep_rows(cache, dis, data, binary.sections, m, range_section, start,
-                                 range_end, want)
+                                 range_end, want, swept.rows if swept is not None else None)
+        code = code_table(dis, data, binary.sections, range_section, m.range_base, rows)
+    elif swept is not None:
+        rows = swept.rows(want if want is not None else np.ones(m.num_ranges, bool))
         code = code_table(dis, data, binary.sections, range_section, m.range_base, rows)
     else:
         code = sweep_ranges(dis, data, binary.sections, m, range_section, start, range_end,

@@ -31,6 +31,47 @@ STATUS_OK, STATUS_PARTIAL, STATUS_NOTHING = Status.OK, Status.PARTIAL, Status.NO
 
 
 @dataclass
+class ProfileEvidence:
+    """What one profile adds to the mapping evidence.  A run keeps it as it is (one
+    object per profile, merged in canonical order by :meth:`Evidence.absorb`); only an
+    aggregate file holds it as JSON (:meth:`to_json`, read back by :meth:`from_json`)."""
+
+    # (filename, build-id) pairs from HEADER_BUILD_ID and MMAP2 records
+    profile_build_ids: list[tuple[str, str]] = field(default_factory=list)
+    matched_by: set[str] = field(default_factory=set)  # how its mappings matched
+    profiled: list[ProfiledFile] = field(default_factory=list)  # files mapped as the binary
+    binary_mmaps: int = 0  # executable mappings attributed to the binary
+    undecoded_samples: int = 0  # SAMPLE records the reader had to drop
+    undecoded_at: tuple[str, str | None, int] | None = None  # where it first said so
+    mapping_notes: list[str] = field(default_factory=list)  # the mapping layer's words
+
+    def to_json(self) -> dict:
+        return {"profile_build_ids": [list(x) for x in self.profile_build_ids],
+                "matched_by": sorted(self.matched_by),
+                "profiled": [[p.filename, p.recorded_build_id,
+                              list(p.inode) if p.inode is not None else None]
+                             for p in self.profiled],
+                "binary_mmaps": self.binary_mmaps,
+                "undecoded_samples": self.undecoded_samples,
+                "mapping_notes": list(self.mapping_notes),
+                **({"undecoded_at": list(self.undecoded_at)} if self.undecoded_at else {})}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ProfileEvidence | None:
+        """The evidence :meth:`to_json` wrote (None for ``{}``: a profile that could not
+        be read, or an aggregate written before the evidence was kept)."""
+        if not d:
+            return None
+        return cls(profile_build_ids=[tuple(x) for x in d["profile_build_ids"]],
+                   matched_by=set(d["matched_by"]),
+                   profiled=[ProfiledFile(fn, bid, tuple(inode) if inode else None)
+                             for fn, bid, inode in d["profiled"]],
+                   binary_mmaps=d["binary_mmaps"], undecoded_samples=d["undecoded_samples"],
+                   undecoded_at=tuple(d["undecoded_at"]) if d.get("undecoded_at") else None,
+                   mapping_notes=list(d["mapping_notes"]))
+
+
+@dataclass
 class Evidence:
     binary: str
     binary_build_id: str | None
@@ -56,6 +97,22 @@ class Evidence:
     debug_file: str | None = None  # the debug file found for it (--debug-dir)
     unnamed_functions: int = 0  # functions of the block map no symbol names (fn@ADDRESS)
     functions: int = 0  # functions of the block map
+
+    def absorb(self, pe: ProfileEvidence) -> None:
+        """Add one profile's evidence, as reading the profiles in turn would: a file
+        mapped as the binary is listed once (its first profile's record of it)."""
+        self.profile_build_ids.extend(pe.profile_build_ids)
+        self.matched_by.update(pe.matched_by)
+        known = {p.filename for p in self.profiled}
+        for p in pe.profiled:
+            if p.filename not in known:
+                known.add(p.filename)
+                self.profiled.append(ProfiledFile(p.filename, p.recorded_build_id, p.inode))
+        self.binary_mmaps += pe.binary_mmaps
+        self.undecoded_samples += pe.undecoded_samples
+        if pe.undecoded_at and self.undecoded_at is None:
+            self.undecoded_at = pe.undecoded_at
+        self.mapping_notes.extend(pe.mapping_notes)
 
 
 def restore_advice(build_id: str | None) -> str:
