@@ -48,3 +48,15 @@ def segment_cumsum(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     values[starts[1:]] -= totals[:-1]
     np.cumsum(values, out=values)
     return values
+
+
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """``np.unique`` by one sort (numpy 2's hash-based ``unique`` took 14 s on 5 M u8,
+    a sort 0.15 s)."""
+    s = np.sort(a)
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]

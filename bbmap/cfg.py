@@ -44,9 +44,12 @@ from bbmap.binary.disasm import (
     TRAP,
     CodeTable,
     Disassembler,
+    SweptRows,
     code_table,
     sweep_ranges,
+    sweep_rows,
 )
+from bbmap.binary.jumptables import JUMP_TABLE_MAX
 from bbmap.formats.bbaddrmap import MD_CAN_FALL_THROUGH, MD_HAS_TAIL_CALL
 from bbmap.model import BlockMap
 
@@ -73,7 +76,6 @@ T_ESCAPE = 10  # a direct jump to a place that is no block start (of any functio
 TERM_NAMES = ("falls", "conditional", "jump", "return", "tail_call", "conditional_tail_call",
               "jump_table", "indirect_unknown", "no_return", "undecoded", "escape")
 
-JUMP_TABLE_MAX = 4096  # entries read at most from one table (a guard against a bad bound)
 
 
 @dataclass
@@ -159,21 +161,64 @@ class CFG:
 
 
 # ----------------------------------------------------------------------------- recovery
+class SharedSweep:
+    """One run's sweep of a binary's block-map ranges, shared by the phases that read
+    its code (the fit's instruction starts, the CFG's last instructions): each range is
+    swept once a run (:func:`~bbmap.binary.disasm.sweep_rows`, with the ``cheap``
+    column), by whichever phase asks first."""
+
+    def __init__(self, binary: Any, dis: Disassembler, block_map: BlockMap | None = None
+                 ) -> None:
+        self.binary, self.dis = binary, dis
+        self.block_map = m = block_map if block_map is not None else binary.block_map
+        _, self.block_start, _, self.range_end = sweep_bounds(m)
+        self.range_section = _range_sections(binary, m)
+        self.covered = np.zeros(m.num_ranges, bool)
+        self.parts: list[tuple[SweptRows, np.ndarray]] = []
+
+    def rows(self, want: np.ndarray) -> SweptRows:
+        """The rows of the ranges ``want`` (bool per range), sweeping those no phase
+        has asked for yet."""
+        from bbmap.binary.disasm_cache import merge_swept, select_swept
+
+        want = np.asarray(want, bool)
+        missing = want & ~self.covered
+        if missing.any():
+            b = self.binary
+            self.parts.append((sweep_rows(self.dis, b.data, b.sections, self.block_map,
+                                          self.range_section, self.block_start,
+                                          self.range_end, missing, cheap=True), missing))
+            self.covered = self.covered | missing
+        if len(self.parts) > 1:  # one part from now on
+            self.parts = [(merge_swept(self.parts, len(self.covered)), self.covered)]
+        if not self.parts:  # nothing asked for: an empty sweep
+            return sweep_rows(self.dis, self.binary.data, self.binary.sections,
+                              self.block_map, self.range_section, self.block_start,
+                              self.range_end, want, cheap=True)
+        return select_swept(self.parts[0][0], want, self.covered)
+
+
 def recover_cfg(binary: Any, block_map: BlockMap | None = None,
                 functions: np.ndarray | None = None, cache: Any = None,
-                dis: Disassembler | None = None) -> CFG:
+                dis: Disassembler | None = None, swept: SharedSweep | None = None) -> CFG:
     """The CFG of every function of ``binary`` (a :class:`bbmap.binary.Binary`), or of
     the block-map ``functions`` given: the others are not disassembled (their blocks
     have no instructions and no successors), which is most of the time of a large
     binary of which a profile touched a few functions.  ``cache``: a
     :class:`bbmap.binary.disasm_cache.DisasmCache` to take the disassembly from (and add
     to) instead of sweeping every time.  ``dis``: the disassembler to use (a run shares
-    one between its phases); by default one is made."""
+    one between its phases); by default one is made.  ``swept``: the run's shared sweep
+    (of this binary's own block map), so ranges an earlier phase read are not swept
+    again."""
     m = block_map if block_map is not None else binary.block_map
     B = m.num_blocks
     rng, start, end, range_end = sweep_bounds(m)
     rfunc = np.repeat(np.arange(m.num_functions, dtype=np.int64), np.diff(m.func_range_ptr))
     bfunc = rfunc[rng] if B else np.zeros(0, np.int64)
+    if swept is not None and swept.block_map is not m:
+        swept = None  # another map (a carried result's): its own sweep
+    if swept is not None:
+        dis = swept.dis
     if dis is None:
         dis = Disassembler(binary.machine, int(getattr(binary, "elfclass", 64)))
     data = binary.data
@@ -187,7 +232,10 @@ def recover_cfg(binary: Any, block_map: BlockMap | None = None,
         from bbmap.binary.disasm_cache import cached_sweep_rows
 
         rows = cached_sweep_rows(cache, dis, data, binary.sections, m, range_section, start,
-                                 range_end, want)
+                                 range_end, want, swept.rows if swept is not None else None)
+        code = code_table(dis, data, binary.sections, range_section, m.range_base, rows)
+    elif swept is not None:
+        rows = swept.rows(want if want is not None else np.ones(m.num_ranges, bool))
         code = code_table(dis, data, binary.sections, range_section, m.range_base, rows)
     else:
         code = sweep_ranges(dis, data, binary.sections, m, range_section, start, range_end,
@@ -248,19 +296,28 @@ class _Targets:
         return np.where(hit, self.block[np.minimum(j, max(len(self.block) - 1, 0))], -1)
 
 
-def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: Any,
-           rng: np.ndarray, bfunc: np.ndarray, start: np.ndarray, end: np.ndarray,
-           range_section: np.ndarray) -> CFG:
-    B = m.num_blocks
-    reloc = bool(getattr(binary, "is_relocatable", False))
-    bsec = range_section[rng] if B else np.zeros(0, np.int64)
-    key_sec = bsec if reloc else np.zeros(B, np.int64)
-    targets = _Targets(m, start, key_sec)
-    md = m.block_md
-    can_ft = (md & MD_CAN_FALL_THROUGH) != 0
-    decoded = code.decoded[rng] if B else np.zeros(0, bool)
+@dataclass
+class _Ends:
+    """How each block ends, read from the code table: its instruction rows, its first
+    instruction (for inference) and its last one or two branches."""
 
-    # instruction count and last instruction of every block
+    lo_k: np.ndarray  # i8: code-table row of the block's first instruction (search bound)
+    n_insn: np.ndarray  # i4: instructions decoded in the block
+    last: np.ndarray  # i8: row of its last instruction (-1: none)
+    first_row: np.ndarray  # i8: row of its first instruction (-1: none)
+    first_size: np.ndarray  # u1
+    first_kind: np.ndarray  # u1 (255: none)
+    first_cheap: np.ndarray  # u1 CHEAP_*
+    kind: np.ndarray  # u1: the last instruction's kind (255: none)
+    tgt: np.ndarray  # i8: its direct target (-1: none)
+    two: np.ndarray  # bool: the block ends ``jcc A; jmp B``
+    tgt2: np.ndarray  # i8: that jcc's target (-1 elsewhere)
+
+
+def _block_ends(code: CodeTable, rng: np.ndarray, start: np.ndarray, end: np.ndarray,
+                decoded: np.ndarray) -> _Ends:
+    """Instruction count, first and last instruction of every block."""
+    B = len(start)
     lo_k = np.searchsorted(code.key, code.keys(rng, start))
     hi_k = np.searchsorted(code.key, code.keys(rng, end))
     n_insn = np.where(decoded, hi_k - lo_k, 0).astype(np.int32)
@@ -280,64 +337,122 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
     kind[has_last] = code.kinds[last[has_last]]
     tgt = np.full(B, -1, np.int64)
     tgt[has_last] = code.target[last[has_last]]
-
     # a block may end in two branches (``jcc A; jmp B``): the jcc's target is a successor
     pen = np.where(n_insn >= 2, last - 1, -1)
     two = (pen >= 0) & ((kind == JMP) | (kind == JMP_INDIRECT))
     two[two] = code.kinds[pen[two]] == JCC
     tgt2 = np.full(B, -1, np.int64)
     tgt2[two] = code.target[pen[two]]
+    return _Ends(lo_k, n_insn, last, first_row, first_size, first_kind, first_cheap, kind,
+                 tgt, two, tgt2)
 
-    # next block in the same range (fall-through), -1 at a range end
-    nxt = np.arange(1, B + 1, dtype=np.int64)
+
+def _next_in_range(m: BlockMap) -> np.ndarray:
+    """Next block in the same range (fall-through), -1 at a range end."""
+    nxt = np.arange(1, m.num_blocks + 1, dtype=np.int64)
     range_last = (m.range_block_ptr[1:] - 1)[np.diff(m.range_block_ptr) > 0]
     nxt[range_last.astype(np.int64)] = -1
+    return nxt
 
-    tblock = np.full(B, -1, np.int64)
-    has_t = tgt >= 0
-    tblock[has_t] = targets.lookup(key_sec[has_t], tgt[has_t].astype(np.uint64))
-    tblock2 = np.full(B, -1, np.int64)
-    has_t2 = tgt2 >= 0
-    tblock2[has_t2] = targets.lookup(key_sec[has_t2], tgt2[has_t2].astype(np.uint64))
-    tblock2[has_t2] = np.where(bfunc[np.maximum(tblock2[has_t2], 0)] == bfunc[has_t2],
-                               tblock2[has_t2], -1)
-    two_out = two & (tblock2 < 0)  # ``jcc other_fn; jmp B``: the jcc leaves the function
-    trail_jump = np.zeros(B, np.uint64)
-    trail_jump[two] = code.start[last[two]]
-    same = np.zeros(B, bool)
-    same[has_t] = (tblock[has_t] >= 0) & (bfunc[np.maximum(tblock[has_t], 0)] == bfunc[has_t])
+
+def _entries(m: BlockMap) -> np.ndarray:
+    """Each function's entry block (-1 for a function without blocks)."""
     entry_of = np.full(m.num_functions, -1, np.int64)
     first = m.range_block_ptr[m.func_range_ptr[:-1]].astype(np.int64)
     nb = m.range_block_ptr[m.func_range_ptr[1:]].astype(np.int64) - first
     entry_of[nb > 0] = first[nb > 0]
+    return entry_of
+
+
+@dataclass
+class _Branches:
+    """Where each block's branches lead, as blocks."""
+
+    tblock: np.ndarray  # i8: block of the last branch's target (-1: none)
+    tblock2: np.ndarray  # i8: block of a leading jcc's target inside the function (-1)
+    same: np.ndarray  # bool: the last branch stays in the function
+    is_entry_target: np.ndarray  # bool: it goes to a function's entry
+
+
+def _branch_blocks(targets: _Targets, key_sec: np.ndarray, bfunc: np.ndarray,
+                   e: _Ends, entry_of: np.ndarray) -> _Branches:
+    B = len(bfunc)
+    tblock = np.full(B, -1, np.int64)
+    has_t = e.tgt >= 0
+    tblock[has_t] = targets.lookup(key_sec[has_t], e.tgt[has_t].astype(np.uint64))
+    tblock2 = np.full(B, -1, np.int64)
+    has_t2 = e.tgt2 >= 0
+    tblock2[has_t2] = targets.lookup(key_sec[has_t2], e.tgt2[has_t2].astype(np.uint64))
+    tblock2[has_t2] = np.where(bfunc[np.maximum(tblock2[has_t2], 0)] == bfunc[has_t2],
+                               tblock2[has_t2], -1)
+    same = np.zeros(B, bool)
+    same[has_t] = (tblock[has_t] >= 0) & (bfunc[np.maximum(tblock[has_t], 0)] == bfunc[has_t])
     is_entry_target = np.zeros(B, bool)
     is_entry_target[has_t] = (tblock[has_t] >= 0) & \
         (entry_of[bfunc[np.maximum(tblock[has_t], 0)]] == tblock[has_t])
+    return _Branches(tblock, tblock2, same, is_entry_target)
 
-    term = np.full(B, T_FALLS, np.uint8)
+
+def _terminators(m: BlockMap, decoded: np.ndarray, kind: np.ndarray,
+                 br: _Branches) -> np.ndarray:
+    """How each block ends (T_*) before jump tables are read."""
+    md = m.block_md
+    can_ft = (md & MD_CAN_FALL_THROUGH) != 0
+    term = np.full(m.num_blocks, T_FALLS, np.uint8)
     term[~can_ft] = T_NO_RETURN
     term[~decoded & (m.block_size > 0)] = T_UNDECODED
     term[kind == RET] = T_RETURN
     term[kind == TRAP] = T_NO_RETURN
     jcc, jmp = kind == JCC, kind == JMP
+    same = br.same
     term[jcc & same] = T_COND
     term[jcc & ~same] = T_COND_TAIL_CALL
     term[jmp & same] = T_JUMP
-    term[jmp & ~same & (is_entry_target | ((md & MD_HAS_TAIL_CALL) != 0))] = T_TAIL_CALL
-    term[jmp & ~same & ~is_entry_target & ((md & MD_HAS_TAIL_CALL) == 0)] = T_ESCAPE
+    tail_md = (md & MD_HAS_TAIL_CALL) != 0
+    term[jmp & ~same & (br.is_entry_target | tail_md)] = T_TAIL_CALL
+    term[jmp & ~same & ~br.is_entry_target & ~tail_md] = T_ESCAPE
     ind = kind == JMP_INDIRECT
     term[ind] = T_INDIRECT
-    term[ind & ((md & MD_HAS_TAIL_CALL) != 0)] = T_TAIL_CALL
-    # an indirect jump without the metadata bit (old map versions have no such bit): a
-    # jump table if one decodes, else unknown
-    notes: list[str] = []
-    reader = _TableReader(binary, data, dis, m, code, start, end, rng, nxt, kind, targets,
-                          key_sec, bfunc, notes)
-    tables = _read_tables(reader, code, np.flatnonzero(term == T_INDIRECT), lo_k, n_insn)
-    for jt in tables:
-        term[jt.block] = T_TABLE
+    term[ind & tail_md] = T_TAIL_CALL
+    return term
 
-    # successor lists
+
+def _table_edges(tables: list[JumpTable], B: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each table's distinct entries, in table order (first occurrence)."""
+    lens = np.array([len(t.targets) for t in tables], np.int64)
+    tb = np.repeat(np.array([t.block for t in tables], np.int64), lens)
+    tt = np.fromiter(itertools.chain.from_iterable(t.targets for t in tables), np.int64,
+                     int(lens.sum()))
+    first_at = np.unique(tb * B + tt, return_index=True)[1]  # first of each pair
+    first_at.sort()  # back to table order (tables are by block)
+    return tb[first_at], tt[first_at], np.full(len(first_at), S_TABLE, np.uint8)
+
+
+def _guess_edges(m: BlockMap, bfunc: np.ndarray, unknown: np.ndarray, d: np.ndarray,
+                 can_ft: np.ndarray, entry_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unknown indirect jumps (computed goto, undecodable tables): their candidates are
+    the blocks of the function that no known edge reaches (address-taken labels), except
+    the entry and ``unreachable`` stubs; every jump's candidates ascending, all at once."""
+    B = m.num_blocks
+    indeg = np.bincount(d, minlength=B)
+    cand = (indeg == 0) & ~((m.block_size == 0) & ~can_ft)
+    cand[entry_of[entry_of >= 0]] = False
+    cand_at = np.flatnonzero(cand)
+    f = bfunc[unknown]
+    lo = np.searchsorted(cand_at, m.range_block_ptr[m.func_range_ptr[f]])
+    hi = np.searchsorted(cand_at, m.range_block_ptr[m.func_range_ptr[f + 1]])
+    lens = hi - lo
+    gd = cand_at[np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))]
+    return np.repeat(unknown, lens), gd
+
+
+def _successors(m: BlockMap, term: np.ndarray, e: _Ends, br: _Branches, nxt: np.ndarray,
+                tables: list[JumpTable], bfunc: np.ndarray, entry_of: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Successor lists as CSR (pointer, block, kind), in the order the kinds are listed."""
+    B = m.num_blocks
+    can_ft = (m.block_md & MD_CAN_FALL_THROUGH) != 0
     src: list[np.ndarray] = []
     dst: list[np.ndarray] = []
     knd: list[np.ndarray] = []
@@ -350,41 +465,20 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
 
     falls = (term == T_FALLS) | (term == T_COND) | (term == T_COND_TAIL_CALL)
     falls &= can_ft | (term != T_FALLS)
-    add(term == T_COND, tblock, S_BRANCH)
-    add(two, tblock2, S_BRANCH)
+    add(term == T_COND, br.tblock, S_BRANCH)
+    add(e.two, br.tblock2, S_BRANCH)
     add(falls, nxt, S_FALLTHROUGH)
-    add(term == T_JUMP, tblock, S_JUMP)
+    add(term == T_JUMP, br.tblock, S_JUMP)
     if tables:
-        # each table's distinct entries, in table order (first occurrence)
-        lens = np.array([len(t.targets) for t in tables], np.int64)
-        tb = np.repeat(np.array([t.block for t in tables], np.int64), lens)
-        tt = np.fromiter(itertools.chain.from_iterable(t.targets for t in tables), np.int64,
-                         int(lens.sum()))
-        first_at = np.unique(tb * B + tt, return_index=True)[1]  # first of each pair
-        first_at.sort()  # back to table order (tables are by block)
-        src.append(tb[first_at])
-        dst.append(tt[first_at])
-        knd.append(np.full(len(first_at), S_TABLE, np.uint8))
+        for col, part in zip((src, dst, knd), _table_edges(tables, B)):
+            col.append(part)
     s = np.concatenate(src) if src else np.zeros(0, np.int64)
     d = np.concatenate(dst) if dst else np.zeros(0, np.int64)
     k = np.concatenate(knd) if knd else np.zeros(0, np.uint8)
-    # unknown indirect jumps (computed goto, undecodable tables): their candidates are the
-    # blocks of the function that no known edge reaches (address-taken labels), except the
-    # entry and ``unreachable`` stubs
     unknown = np.flatnonzero(term == T_INDIRECT)
     if len(unknown):
-        indeg = np.bincount(d, minlength=B)
-        cand = (indeg == 0) & ~((m.block_size == 0) & ~can_ft)
-        cand[entry_of[entry_of >= 0]] = False
-        # every unknown jump's function's candidates, ascending, all jumps at once
-        cand_at = np.flatnonzero(cand)
-        f = bfunc[unknown]
-        lo = np.searchsorted(cand_at, m.range_block_ptr[m.func_range_ptr[f]])
-        hi = np.searchsorted(cand_at, m.range_block_ptr[m.func_range_ptr[f + 1]])
-        lens = hi - lo
-        gd = cand_at[np.repeat(lo - np.cumsum(lens) + lens, lens)
-                     + np.arange(int(lens.sum()))]
-        s = np.concatenate([s, np.repeat(unknown, lens)])
+        gs, gd = _guess_edges(m, bfunc, unknown, d, can_ft, entry_of)
+        s = np.concatenate([s, gs])
         d = np.concatenate([d, gd])
         k = np.concatenate([k, np.full(len(s) - len(k), S_GUESS, np.uint8)])
     # one edge per (block, successor): a jcc whose target is its own fall-through block
@@ -399,8 +493,13 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
     s, d, k = s[keep], d[keep], k[keep]  # still by block: the successor lists, in order
     ptr = np.zeros(B + 1, np.int64)
     np.cumsum(np.bincount(s, minlength=B), out=ptr[1:])
+    return ptr, d, k
 
-    # calls anywhere in a block, tail calls
+
+def _calls(code: CodeTable, m: BlockMap, start: np.ndarray, targets: _Targets,
+           key_sec: np.ndarray, bfunc: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Calls anywhere in a block: instruction row, block, target address, callee."""
     ci = np.flatnonzero((code.kinds == CALL) | (code.kinds == CALL_INDIRECT))
     call_block = _block_of_rows(code, ci, m, start)
     ok = call_block >= 0
@@ -410,15 +509,44 @@ def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: A
     direct = call_target >= 0
     hb = targets.lookup(key_sec[call_block[direct]], call_target[direct].astype(np.uint64))
     cfun[direct] = np.where(hb >= 0, bfunc[np.maximum(hb, 0)], -1)
-    tail = np.flatnonzero((term == T_TAIL_CALL) | (term == T_COND_TAIL_CALL))
-    tail_func = np.where(tblock[tail] >= 0, bfunc[np.maximum(tblock[tail], 0)], -1)
+    return ci, call_block, call_target, cfun
 
-    return CFG(block_map=m, block_start=start, block_func=bfunc, term=term, n_insn=n_insn,
+
+def _build(binary: Any, m: BlockMap, code: CodeTable, dis: Disassembler, data: Any,
+           rng: np.ndarray, bfunc: np.ndarray, start: np.ndarray, end: np.ndarray,
+           range_section: np.ndarray) -> CFG:
+    B = m.num_blocks
+    reloc = bool(getattr(binary, "is_relocatable", False))
+    bsec = range_section[rng] if B else np.zeros(0, np.int64)
+    key_sec = bsec if reloc else np.zeros(B, np.int64)
+    targets = _Targets(m, start, key_sec)
+    decoded = code.decoded[rng] if B else np.zeros(0, bool)
+    e = _block_ends(code, rng, start, end, decoded)
+    nxt = _next_in_range(m)
+    entry_of = _entries(m)
+    br = _branch_blocks(targets, key_sec, bfunc, e, entry_of)
+    two_out = e.two & (br.tblock2 < 0)  # ``jcc other_fn; jmp B``: the jcc leaves the function
+    trail_jump = np.zeros(B, np.uint64)
+    trail_jump[e.two] = code.start[e.last[e.two]]
+    term = _terminators(m, decoded, e.kind, br)
+    # an indirect jump without the metadata bit (old map versions have no such bit): a
+    # jump table if one decodes, else unknown
+    notes: list[str] = []
+    reader = _TableReader(binary, data, dis, m, code, start, end, rng, nxt, e.kind, targets,
+                          key_sec, bfunc, notes)
+    tables = _read_tables(reader, code, np.flatnonzero(term == T_INDIRECT), e.lo_k, e.n_insn)
+    for jt in tables:
+        term[jt.block] = T_TABLE
+    ptr, d, k = _successors(m, term, e, br, nxt, tables, bfunc, entry_of)
+    ci, call_block, call_target, cfun = _calls(code, m, start, targets, key_sec, bfunc)
+    tail = np.flatnonzero((term == T_TAIL_CALL) | (term == T_COND_TAIL_CALL))
+    tail_func = np.where(br.tblock[tail] >= 0, bfunc[np.maximum(br.tblock[tail], 0)], -1)
+    return CFG(block_map=m, block_start=start, block_func=bfunc, term=term, n_insn=e.n_insn,
                succ_ptr=ptr, succ_block=d, succ_kind=k, unknown_succ=term == T_INDIRECT,
                call_block=call_block, call_addr=code.start[ci], call_target=call_target,
                call_func=cfun, tail_block=tail, tail_func=tail_func, jump_tables=tables,
-               notes=notes, first_size=first_size, first_kind=first_kind,
-               first_row=first_row, first_cheap=first_cheap, describe_row=code.describe,
+               notes=notes, first_size=e.first_size, first_kind=e.first_kind,
+               first_row=e.first_row, first_cheap=e.first_cheap, describe_row=code.describe,
                cond_exit=(term == T_COND_TAIL_CALL) | two_out, trail_jump=trail_jump)
 
 

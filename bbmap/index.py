@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bbmap.arrays import expand_ranges
+from bbmap.arrays import expand_ranges, sorted_unique
 from bbmap.binary.types import FunctionSymbols, SectionInfo, parent_name
 from bbmap.buckets import IN_BLOCK, IN_FUNCTION_NO_BLOCK, OUTSIDE_FUNCTION, status_name
 from bbmap.model import BlockMap
@@ -132,7 +132,7 @@ class BlockIndex:
         self.tblock_range_of = brange[torder]
 
         # -------- breakpoints: the staged answer is constant between consecutive points
-        pts = _sorted_unique(np.concatenate([self.region_start, self.region_end,
+        pts = sorted_unique(np.concatenate([self.region_start, self.region_end,
                                         self.block_start, self.block_end,
                                         self.tblock_start]))
         self.points = pts
@@ -519,21 +519,10 @@ def _csr_expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return np.repeat(np.arange(len(lo), dtype=np.int64), n), expand_ranges(lo, n)
 
 
-def _sorted_unique(a: np.ndarray) -> np.ndarray:
-    """``np.unique`` by sorting (numpy 2's hash-based unique is ~10x slower on u8 here)."""
-    s = np.sort(a)
-    if len(s) < 2:
-        return s
-    keep = np.empty(len(s), bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
-
-
 def _next_distinct(addr: np.ndarray) -> np.ndarray:
     """For sorted addresses: the next strictly greater address (itself for the last)."""
     if not len(addr):
         return addr
-    u = _sorted_unique(addr)
+    u = sorted_unique(addr)
     k = np.searchsorted(u, addr, side="right")
     return np.where(k < len(u), u[np.minimum(k, len(u) - 1)], addr)

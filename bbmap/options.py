@@ -32,6 +32,18 @@ ANNOTATE_FORMATS = ("text", "json", "csv", "propeller", "symorder", "aggregate",
                     "bolt-preagg", "match-infer", "bolt-yaml")
 # written from the instruction-address aggregates alone (spec/bolt.md)
 BOLT_FORMATS = ("fdata", "bolt-preagg")
+# the derived work (``AnnotateOptions.deriving``) an output reads; an output not listed
+# reads all of it.  The CLI refuses a flag of work an output does not read.
+OUTPUT_DERIVES: dict[str, tuple[str, ...]] = {
+    "aggregate": (),  # the raw counts: nothing is derived
+    "fdata": ("force",),  # instruction addresses (inference off); the fit still judges
+    "bolt-preagg": ("force",),
+}
+# annotate's options that only some formats read (CLI parameter name -> those formats)
+ANNOTATE_FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {
+    "top": ("text", "json", "csv"),  # the functions listed
+    "cluster_version": ("propeller",),
+}
 # --inference: never, when the profiles have no branch stacks, always
 INFERENCE_MODES = ("off", "auto", "on")
 # --sample-model: "auto" (by the event, bbmap.inference.events) or a model of

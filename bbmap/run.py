@@ -24,12 +24,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from bbmap.aggregate.annotator import Annotator, ProgressFn
-from bbmap.aggregate.explain import Evidence
+from bbmap.aggregate.explain import Evidence, ProfileEvidence
 from bbmap.aggregate.fit import DOES_NOT_FIT, LOCAL_MIN_MISSES, FitCollector, judge_fit
 from bbmap.aggregate.result import AnnotateResult, ProfileInfo
 from bbmap.errors import BBMapError, Diagnostic
@@ -155,6 +156,7 @@ class Session:
         self.records: list = []  # bbmap.aggregate.store.ProfileRecord
         self.binary_path = os.fspath(binary)
         self._binary_sha256: str | None = None
+        self._sweep: Any = None  # made when a phase first reads code (sweep)
         b = load_binary(binary, debug_dirs=debug_dirs, demangle=demangle)
         b.refuse_relocatable()
         self.b = b
@@ -190,6 +192,15 @@ class Session:
         (``Binary.disassembler``: capstone loaded and configured once a run)."""
         return self.b.disassembler()
 
+    def sweep(self) -> Any:  # a bbmap.cfg.SharedSweep
+        """The run's one sweep of the binary's code, with the one disassembler: the fit
+        phase's ranges are not swept again by the infer phase's CFG."""
+        if self._sweep is None:
+            from bbmap.cfg import SharedSweep
+
+            self._sweep = SharedSweep(self.b, self.disassembler())
+        return self._sweep
+
     def fresh(self) -> Session:
         """An empty session sharing this one's binary, index and tables."""
         s = Session.__new__(Session)
@@ -202,6 +213,7 @@ class Session:
         s.binary_path, s.b, s.index = self.binary_path, self.b, self.index
         s.ann = self.ann.fresh()
         s._binary_sha256 = self._binary_sha256
+        s._sweep = None
         return s
 
     def evidence(self) -> Evidence:
@@ -272,18 +284,18 @@ class Session:
         from bbmap.aggregate.profile import read_profile
         from bbmap.aggregate.store import ProfileRecord, file_sha256
 
-        ev = self.evidence()
+        ev = ProfileEvidence()
         warnings: list[Diagnostic] = []
-        sub = self.ann.fresh()
         size, sha = 0, ""
         if self.hash_profiles and path != "-":
             with contextlib.suppress(OSError):  # the reader below names the problem
                 size, sha = file_sha256(path)
         try:
-            info = read_profile(path, self.b, self.index, sub, ev, warnings,
-                                name_override=self.options["name"], pid=self.options["pid"],
-                                chunk_samples=self.chunk_samples, progress=progress,
-                                event=self.event)
+            info, sub = read_profile(path, self.b, self.index, self.ann.fresh, ev, warnings,
+                                     name_override=self.options["name"],
+                                     pid=self.options["pid"],
+                                     chunk_samples=self.chunk_samples, progress=progress,
+                                     event=self.event)
         except BBMapError as e:
             if not self.keep_going:
                 raise
@@ -300,7 +312,7 @@ class Session:
         br = sub.branches
         self.records.append(ProfileRecord(
             info=info, size=size, sha256=sha, warnings=warnings,
-            evidence=_evidence_json(ev), quirk_batches=br.quirk_batches,
+            evidence=ev, quirk_batches=br.quirk_batches,
             quirk_evidence=br.quirk_evidence))
         return info.samples
 
@@ -339,23 +351,24 @@ class Session:
         counts and the per-profile evidence in canonical order (the diagnose, fit and
         infer phases)."""
         res, evidence = self.diagnose()
-        check_fit(res, self.b, self.ann.fit, force=force, matched_by=evidence.matched_by,
-                  dis=self.disassembler)
-        apply_inference(res, self.b, inference, solver=solver, disasm_cache=disasm_cache,
-                        sample_model=sample_model, dis=self.disassembler)
-        return res
+        res = check_fit(res, self.b, self.ann.fit, force=force,
+                        matched_by=evidence.matched_by, swept=self.sweep)
+        return apply_inference(res, self.b, inference, solver=solver,
+                               disasm_cache=disasm_cache, sample_model=sample_model,
+                               swept=self.sweep)
 
     def diagnose(self) -> tuple[AnnotateResult, Evidence]:
         """The raw result of the profiles added, with why little or nothing mapped, and
         the merged mapping evidence it was judged on."""
-        from bbmap.aggregate.identity import ProfiledFile, resolve
+        from bbmap.aggregate.identity import resolve
 
         records = sorted(self.records, key=lambda r: r.key)
         evidence = self.evidence()
         warnings: list[Diagnostic] = list(self.b.diagnostics)
         quirk_batches, quirk = 0, None
         for r in records:
-            _absorb(evidence, r.evidence, ProfiledFile)
+            if r.evidence is not None:
+                evidence.absorb(r.evidence)
             warnings.extend(r.warnings)
             quirk_batches += r.quirk_batches
             quirk = r.quirk_evidence or quirk
@@ -372,77 +385,47 @@ class Session:
                 "keep to keep them)"))
         res = ann.result(binary=self.binary_path, build_id=self.b.build_id,
                          profiles=[r.info for r in records], evidence=evidence,
-                         warnings=warnings)
-        res.go_build_id = self.b.go.build_id if self.b.go is not None else None
-        res.loaded = self.b
+                         warnings=warnings,
+                         go_build_id=self.b.go.build_id if self.b.go is not None else None,
+                         loaded=self.b)
         return res, evidence
 
 
 def check_fit(res: AnnotateResult, binary, fit: FitCollector, *,  # noqa: ANN001
               force: bool = False, matched_by: Iterable[str] = (),
-              dis: Callable[[], Any] | None = None) -> None:
-    """Judge whether the profile fits the binary; refuse the result when it does not
-    (``status = "refused"``, the evidence as the first error) unless ``force`` (then the
-    evidence is a warning).  Not judged when every profile found the binary by its
-    build-id (the identity is proven; and no disassembler is loaded).  ``dis``: makes
-    the run's shared disassembler when the judgement needs one."""
+              swept: Callable[[], Any] | None = None) -> AnnotateResult:
+    """The fit phase: judge whether the profile fits the binary, and return the result
+    with the judgement; refused when it does not (``status = "refused"``, the evidence as
+    the first error) unless ``force`` (then the evidence is a warning).  Not judged when
+    every profile found the binary by its build-id (the identity is proven; and no
+    disassembler is loaded).  ``swept``: makes the run's shared sweep of the code
+    (``Session.sweep``) when the judgement needs one."""
     if res.status == Status.NOTHING_MAPPED:
-        return
+        return res
     how = set(matched_by)
     if how == {"build-id"}:
-        res.fit = {"judged": False, "why_not": "the profile recorded the binary's build-id"}
-        return
-    rep = judge_fit(binary, fit, dis=dis)
-    res.fit = rep.to_json()
+        return replace(res, fit={"judged": False,
+                                 "why_not": "the profile recorded the binary's build-id"})
+    rep = judge_fit(binary, fit, swept=swept)
     if not rep.mismatch:
-        return
+        return replace(res, fit=rep.to_json())
     msg = (f"{DOES_NOT_FIT} {os.path.basename(res.binary)}: {rep.evidence()}; "
            f"over {100 * MISMATCH_THRESHOLD:.0f}% (of all, or of one function's when "
            f"{LOCAL_MIN_MISSES} or more) means these are another program's addresses or code "
            "that moved (the wrong binary, or a rebuilt one)")
     if force:
-        res.warnings.insert(0, Diagnostic(msg + "; kept because of --force",
-                                          file=res.binary))
-        return
-    res.status = Status.REFUSED
-    res.warnings.insert(0, Diagnostic(msg + "; refused (--force to keep the result)",
-                                      file=res.binary, severity="error"))
-
-
-def _evidence_json(ev: Evidence) -> dict:
-    """What one profile added to the mapping evidence (explain.py), as JSON."""
-    return {"profile_build_ids": [list(x) for x in ev.profile_build_ids],
-            "matched_by": sorted(ev.matched_by),
-            "profiled": [[p.filename, p.recorded_build_id,
-                          list(p.inode) if p.inode is not None else None]
-                         for p in ev.profiled],
-            "binary_mmaps": ev.binary_mmaps, "undecoded_samples": ev.undecoded_samples,
-            "mapping_notes": list(ev.mapping_notes),
-            **({"undecoded_at": list(ev.undecoded_at)} if ev.undecoded_at else {})}
-
-
-def _absorb(evidence: Evidence, d: dict, profiled_file) -> None:  # noqa: ANN001
-    """Add one profile's evidence (:func:`_evidence_json`), as reading it in turn would."""
-    if not d:
-        return
-    evidence.profile_build_ids.extend(tuple(x) for x in d["profile_build_ids"])
-    evidence.matched_by.update(d["matched_by"])
-    known = {p.filename for p in evidence.profiled}
-    for fn, bid, inode in d["profiled"]:
-        if fn not in known:
-            known.add(fn)
-            evidence.profiled.append(profiled_file(fn, bid, tuple(inode) if inode else None))
-    evidence.binary_mmaps += d["binary_mmaps"]
-    evidence.undecoded_samples += d["undecoded_samples"]
-    if d.get("undecoded_at") and evidence.undecoded_at is None:
-        evidence.undecoded_at = tuple(d["undecoded_at"])  # type: ignore[assignment]
-    evidence.mapping_notes.extend(d["mapping_notes"])
+        first = Diagnostic(msg + "; kept because of --force", file=res.binary)
+        return replace(res, fit=rep.to_json(), warnings=[first, *res.warnings])
+    first = Diagnostic(msg + "; refused (--force to keep the result)", file=res.binary,
+                       severity="error")
+    return replace(res, fit=rep.to_json(), status=Status.REFUSED,
+                   warnings=[first, *res.warnings])
 
 
 def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: ANN001
                     *, solver: str = "auto", disasm_cache: bool = False,
                     sample_model: str = "auto", unknown: np.ndarray | None = None,
-                    dis: Callable[[], Any] | None = None) -> AnnotateResult:
+                    swept: Callable[[], Any] | None = None) -> AnnotateResult:
     """Fill ``block_count`` and the edge columns with counts inferred from the IP samples
     (``count_source = "inferred"``) when ``mode`` is ``on``, or ``auto`` and the result
     has no LBR counts.  Derived data: call it on merged raw counts, never store its output
@@ -450,18 +433,17 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     ``disasm_cache``: use the on-disk disassembly cache (unless ``BBMAP_NO_CACHE``).
     ``sample_model``: ``auto`` (what the samples' event calls for,
     :mod:`bbmap.inference.events`) or one of ``SAMPLE_MODEL_CHOICES``.  ``unknown``: blocks
-    whose zero samples are no evidence (:func:`bbmap.inference.counts.infer_counts`)."""
-    if mode not in INFERENCE_MODES:
-        raise BBMapError(f"--inference must be one of {', '.join(INFERENCE_MODES)}, "
-                         f"not {mode!r}")
-    if sample_model not in SAMPLE_MODEL_CHOICES:
-        raise BBMapError(f"--sample-model must be one of {', '.join(SAMPLE_MODEL_CHOICES)}, "
-                         f"not {sample_model!r}")
+    whose zero samples are no evidence (:func:`bbmap.inference.counts.infer_counts`).
+    ``swept``: makes the run's shared sweep (``Session.sweep``: its disassembler, and the
+    ranges the fit phase read are not swept again).  Returns the result with the
+    inferred counts (a new one: results are never changed)."""
+    _one_of("--inference", mode, INFERENCE_MODES)
+    _one_of("--sample-model", sample_model, SAMPLE_MODEL_CHOICES)
     if mode == "off" or (mode == "auto" and res.has_lbr):
         return res
     if not int(res.block_samples.sum()):
-        res.inference = {"status": "skipped", "reason": "no IP sample in a block"}
-        return res
+        return replace(res, inference={"status": "skipped",
+                                       "reason": "no IP sample in a block"})
     from bbmap.inference.solvers import preload
 
     preload(solver)  # OR-Tools' library loads while the CFG and the network are made
@@ -480,18 +462,16 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
         # only the functions inference will solve (those with samples in their blocks):
         # the rest of a large binary is not disassembled
         cfg = recover_cfg(binary, res.block_map, functions=sampled_functions(res),
-                          cache=cache, dis=dis() if dis is not None else None)
+                          cache=cache, swept=swept() if swept is not None else None)
     except BBMapError as e:
-        res.inference = {"status": "skipped", "reason": str(e)}
-        res.warnings.append(Diagnostic(f"inference: {e}; counts not inferred",
-                                       severity="warning"))
-        return res
+        return replace(res, inference={"status": "skipped", "reason": str(e)},
+                       warnings=[*res.warnings, Diagnostic(
+                           f"inference: {e}; counts not inferred", severity="warning")])
     # the per-address IP histogram (the address aggregates) lets the model credit each
     # sample to its instruction (spec/inference.md)
     addr = getattr(res, "addresses", None)
     ip = (addr.ip_addr, addr.ip_samples) if addr is not None and len(addr.ip_addr) else None
-    if cache is not None:
-        res.notices.extend(cache.warnings)
+    notices = [*res.notices, *(cache.warnings if cache is not None else ())]
     em = profile_model(sample_events(res))
     if sample_model != "auto":
         em = EventModel(em.event, sample_model, em.precise, "chosen with --sample-model")
@@ -503,32 +483,33 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     inf = infer_counts(cfg, res.block_samples, solver=solver, ip=ip, model=em.model,
                        unknown=unknown, flow_cache=flow_cache)
     if flow_cache is not None:
-        res.notices.extend(flow_cache.warnings)
+        notices.extend(flow_cache.warnings)
     used = inf.quality.sample_model
-    res.block_count = inf.block_count
     cf, ct, cc, clo, chi = _inferred_calls(cfg, inf.block_count, inf.block_low,
                                            inf.block_high)
-    res.edge_from = np.concatenate([inf.edge_from, cf])
-    res.edge_to = np.concatenate([inf.edge_to, ct])
-    res.edge_kind = np.concatenate([
-        np.where(inf.edge_fallthrough, K_FALLTHROUGH, K_BRANCH),
-        np.full(len(cf), K_CALL)]).astype(np.int64)
-    res.edge_count = np.concatenate([inf.edge_count, cc]).astype(np.int64)
-    res.block_low, res.block_high = inf.block_low, inf.block_high
-    res.edge_low = np.concatenate([inf.edge_low, clo]).astype(np.int64)
-    res.edge_high = np.concatenate([inf.edge_high, chi]).astype(np.int64)
-    res.count_source = "inferred"
-    res.inference = {"status": "ok", **inf.quality.to_json()}
-    res.sample_model = {**em.to_json(), "model": used,
-                        **({"why": f"{em.why}; without the IP histogram of the samples "
-                                   f"(an aggregate made without it): the {used} model"}
-                           if used != em.model else {}),
-                        "relative": True, "confidence": CONFIDENCE,
-                        "spread": model_spread(used)}
-    for attr in ("_cols",):
-        if hasattr(res, attr):
-            delattr(res, attr)
-    return res
+    return replace(
+        res, block_count=inf.block_count,
+        edge_from=np.concatenate([inf.edge_from, cf]),
+        edge_to=np.concatenate([inf.edge_to, ct]),
+        edge_kind=np.concatenate([np.where(inf.edge_fallthrough, K_FALLTHROUGH, K_BRANCH),
+                                  np.full(len(cf), K_CALL)]).astype(np.int64),
+        edge_count=np.concatenate([inf.edge_count, cc]).astype(np.int64),
+        block_low=inf.block_low, block_high=inf.block_high,
+        edge_low=np.concatenate([inf.edge_low, clo]).astype(np.int64),
+        edge_high=np.concatenate([inf.edge_high, chi]).astype(np.int64),
+        count_source="inferred", inference={"status": "ok", **inf.quality.to_json()},
+        sample_model={**em.to_json(), "model": used,
+                      **({"why": f"{em.why}; without the IP histogram of the samples "
+                                 f"(an aggregate made without it): the {used} model"}
+                         if used != em.model else {}),
+                      "relative": True, "confidence": CONFIDENCE,
+                      "spread": model_spread(used)},
+        notices=notices)
+
+
+def _one_of(flag: str, value: str, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise BBMapError(f"{flag} must be one of {', '.join(choices)}, not {value!r}")
 
 
 def sample_events(res: AnnotateResult) -> list[str]:

@@ -360,7 +360,7 @@ def main() -> None:
                          "switchy (jump-table-heavy, bench/switch_program.py)")
     ap.add_argument("--samples", default="500000,2000000",
                     help="IP profiles to record and time, by sample count (comma-separated; "
-                         "issue 17's budgets: <= 1.0x perf report at 500k, <= 0.5x at 2M)")
+                         "the budgets: <= 1.0x perf report at 500k, <= 0.5x at 2M)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--solver", default="auto",
                     help="inference solver for the inference-on rows (auto: OR-Tools if "

@@ -30,6 +30,7 @@ from pathlib import Path
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 
 ANNOTATE_FORMATS = ("text", "json", "csv", "propeller", "symorder", "fdata", "bolt-preagg")
+TIMEOUT = 900  # seconds a command may run
 
 
 def _profiles() -> list[tuple[str, str, str, list[str]]]:
@@ -145,13 +146,17 @@ def run_one(tree: Path, out: Path, job: tuple[str, list[str], list[str]],
     argv = [a.replace("@OUT", str(d)) for a in argv]
     env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(cache),
            "COLUMNS": "120", "TZ": "UTC", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
-    r = subprocess.run([sys.executable, "-m", "bbmap", *argv], cwd=CORPUS, env=env,
-                       capture_output=True, timeout=900, check=False)
-    digest = {"rc": r.returncode,
-              "stdout": hashlib.sha256(r.stdout).hexdigest(),
-              "stderr": hashlib.sha256(r.stderr.replace(str(d).encode(), b"@OUT")).hexdigest()}
-    (d / "stdout").write_bytes(r.stdout)
-    (d / "stderr").write_bytes(r.stderr)
+    try:
+        r = subprocess.run([sys.executable, "-m", "bbmap", *argv], cwd=CORPUS, env=env,
+                           capture_output=True, timeout=TIMEOUT, check=False)
+        rc, stdout, stderr = r.returncode, r.stdout, r.stderr
+    except subprocess.TimeoutExpired as e:  # said as an exit code, never a lost command
+        rc, stdout, stderr = f"timeout after {TIMEOUT} s", e.stdout or b"", e.stderr or b""
+    digest = {"rc": rc,
+              "stdout": hashlib.sha256(stdout).hexdigest(),
+              "stderr": hashlib.sha256(stderr.replace(str(d).encode(), b"@OUT")).hexdigest()}
+    (d / "stdout").write_bytes(stdout)
+    (d / "stderr").write_bytes(stderr)
     for f in files:
         p = d / f
         digest[f] = hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
@@ -201,10 +206,19 @@ def main() -> int:
     for k in diff:
         b, n = base.get(k, {}), new.get(k, {})
         what = [f for f in sorted(set(b) | set(n)) if b.get(f) != n.get(f)]
-        print(f"DIFF {k}: {', '.join(what)}")
+        only = "" if k in base and k in new else \
+            f" (run by the {'second' if k in new else 'first'} tree only)"
+        print(f"DIFF {k}: {', '.join(what)}{only}")
     outputs = sum(len(r) - 1 for r in base.values())
-    print(f"{len(base)} commands, {outputs} outputs (stdout, stderr, exit code, files) each; "
-          f"{len(diff)} commands differ")
+    same = sum(sum(1 for f in r if f != "id" and new.get(k, {}).get(f) == r[f])
+               for k, r in base.items())
+    missing = sum(1 for r in [*base.values(), *new.values()] for f in r
+                  if f != "id" and r[f] is None)
+    timeouts = sorted(k for k, r in {**base, **new}.items() if str(r["rc"]).startswith("timeout"))
+    print(f"{len(base)} commands, {outputs} outputs (stdout, stderr, exit code, each file "
+          f"written); {same} of {outputs} identical; {len(diff)} commands differ; "
+          f"{missing} expected files were not written (by either tree); "
+          f"{len(timeouts)} timed out{': ' + ', '.join(timeouts) if timeouts else ''}")
     return 1 if diff else 0
 
 

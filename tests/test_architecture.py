@@ -127,3 +127,20 @@ def test_no_import_cycles():
         if node not in state:
             visit(node, [])
     assert cycles == []
+
+
+FUNCTION_LINES = 120  # a function longer than this is several steps: name each one
+
+
+def test_no_function_is_longer_than_the_limit():
+    """Every function of the package, nested ones too, fits in FUNCTION_LINES lines
+    (decorators and docstring counted): the offenders are listed by path and line."""
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = n.end_lineno - n.lineno + 1
+                if lines > FUNCTION_LINES:
+                    rel = path.relative_to(PACKAGE.parent)
+                    long.append(f"{rel}:{n.lineno} {n.name} ({lines} lines)")
+    assert long == [], "split into named steps:\n" + "\n".join(long)

@@ -57,5 +57,5 @@ def test_annotate_with_sampled_only_cfg_equals_whole_cfg(perf: str, binary: str,
 
     whole = bbmap.cfg.recover_cfg
     monkeypatch.setattr(bbmap.cfg, "recover_cfg",
-                        lambda b, m=None, functions=None, cache=None, dis=None: whole(b, m))
+                        lambda b, m=None, functions=None, cache=None, swept=None: whole(b, m))
     assert render_json(annotate([perf], binary)) == part

@@ -4,6 +4,8 @@ new one wins at the counts and at both ends of their intervals."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from helpers import ip_profile_cases, profile_cases
@@ -41,8 +43,8 @@ def test_new_order_wins_at_both_ends(perf: str, binary: str) -> None:
     assert moved
     for lay in moved:
         assert _wins_at_bounds(lay.cfg, plan.params, lay.order, sorted(lay.order))
-    r.edge_low = np.zeros_like(r.edge_low)
-    r.edge_high = np.full_like(r.edge_high, -1)
+    r = replace(r, edge_low=np.zeros_like(r.edge_low),
+                edge_high=np.full_like(r.edge_high, -1))
     kept = plan_layout(r)
     for lay in kept.functions:
         hot = [v for v in lay.order]

@@ -175,12 +175,10 @@ def test_ip_only_profile_with_inferred_counts_is_laid_out():
 def test_inferred_counts_use_the_same_columns():
     """Issue 12 fills block_count and the edge columns for IP-only profiles and sets
     count_source = "inferred": the engine takes them as it takes LBR counts."""
-    import copy
+    from dataclasses import replace
     _, perf, binary = LBR[0]
     lbr = _result((perf,), binary)
-    inferred = copy.copy(lbr)
-    inferred.has_lbr = False
-    inferred.count_source = "inferred"
+    inferred = replace(lbr, has_lbr=False, count_source="inferred")
     a, b = plan_layout(lbr), plan_layout(inferred)
     assert b.count_source == "inferred" and "inferred" in render_report(b)
     assert [(f.name, f.cluster_ids) for f in a.functions] == \
@@ -226,11 +224,13 @@ def test_functions_already_split_keep_all_their_blocks():
 def test_sampled_function_without_counts_keeps_its_sampled_blocks():
     """A function with IP samples that no LBR range or inference reached: its sampled
     blocks stay hot, in their order, instead of everything but the entry going cold."""
+    from dataclasses import replace
+
     from test_outputs_formats import lbr_result
 
     res = lbr_result()
-    res.block_count = np.zeros_like(res.block_count)
-    res.edge_count = np.zeros_like(res.edge_count)
+    res = replace(res, block_count=np.zeros_like(res.block_count),
+                  edge_count=np.zeros_like(res.edge_count))
     prog = build_program_cfg(res)
     assert prog.has_counts
     for fn in prog.functions:

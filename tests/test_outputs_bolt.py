@@ -21,10 +21,10 @@ from bbmap.aggregate.addresses import (
 )
 from bbmap.aggregate.resolve import Resolved
 from bbmap.binary import load_binary
+from bbmap.bolt_functions import BoltView
 from bbmap.buckets import IN_BLOCK, OTHER_DSO
 from bbmap.mappings import Mapping
 from bbmap.outputs.bolt import fdata_from_profile, preagg_from_profile
-from bbmap.outputs.bolt_view import BoltView
 from bbmap.run import annotate
 from tests.helpers import CORPUS, cli, ip_profile_cases, profile_cases
 

@@ -17,8 +17,8 @@ from functools import cache
 import pytest
 
 from bbmap.binary import load_binary
+from bbmap.bolt_functions import BoltView
 from bbmap.outputs.bolt import fdata_from_profile, preagg_from_profile
-from bbmap.outputs.bolt_view import BoltView
 from bbmap.run import annotate
 from tests.helpers import PERF2BOLT, ip_profile_cases, profile_cases, run_perf2bolt
 from tests.helpers import fdata_lines as lines

@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from bbmap.binary import load_binary
+from bbmap.bolt_functions import BoltView
 from bbmap.outputs.bolt import fdata_from_profile
-from bbmap.outputs.bolt_view import BoltView
 from bbmap.run import annotate
 from tests.helpers import CORPUS, PERF2BOLT, run_perf2bolt
 from tests.helpers import fdata_lines as lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 
 from helpers import LIBC, batch, block_map, resolver, rt, symbols
 
@@ -88,12 +89,12 @@ def test_cluster_chain_adds_taken_and_fall_through_weights():
     from bbmap.aggregate.lbr import K_BRANCH, K_FALLTHROUGH
     from bbmap.layout.plan import plan_layout
 
-    res = lbr_result()
-    res.block_count = np.array([10, 6, 5, 0, 0, 0, 0], np.int64)
-    res.edge_from = np.array([0, 0, 0, 1], np.int64)
-    res.edge_to = np.array([1, 1, 2, 2], np.int64)
-    res.edge_kind = np.array([K_BRANCH, K_FALLTHROUGH, K_BRANCH, K_FALLTHROUGH], np.int64)
-    res.edge_count = np.array([3, 3, 5, 6], np.int64)
+    res = replace(lbr_result(), block_count=np.array([10, 6, 5, 0, 0, 0, 0], np.int64),
+                  edge_from=np.array([0, 0, 0, 1], np.int64),
+                  edge_to=np.array([1, 1, 2, 2], np.int64),
+                  edge_kind=np.array([K_BRANCH, K_FALLTHROUGH, K_BRANCH, K_FALLTHROUGH],
+                                     np.int64),
+                  edge_count=np.array([3, 3, 5, 6], np.int64))
     alpha = next(f for f in plan_layout(res).functions if f.cfg.name == "alpha")
     assert alpha.cluster_ids == [0, 1, 2]
     assert alpha.cfg.edges.tolist() == [[0, 1, 6], [0, 2, 5], [1, 2, 6]]

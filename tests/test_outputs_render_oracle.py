@@ -70,7 +70,7 @@ def test_names_that_need_escaping_and_quoting() -> None:
     for i, k in enumerate(fv.key for fv in r.hot_functions()):
         names[k] = odd[i % len(odd)] + names[k]
     r.functions.names = names
-    r.__dict__.pop("_cols", None)
+    r.__dict__.pop("_columns", None)  # a cached property
     assert render_json(r) == render_oracle.render_json(r)
     assert render_csv(r) == render_oracle.render_csv(r)
     # names holding every control byte: CSV rows carry their own prefix (no marker byte)

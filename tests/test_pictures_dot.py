@@ -8,6 +8,7 @@ import copy
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 
 import pytest
 from helpers import CASES, EH, LBR, function_blocks, needs_corpus, result_of
@@ -87,8 +88,7 @@ def test_cpp_and_hostile_names_quoted():
     cpp = [fv.key for fv in r.hot_functions(30) if "<" in fv.name or "&" in fv.name]
     assert cpp
     text = render_dot(r, cpp)
-    r2 = copy.copy(r)
-    r2.functions = copy.copy(r.functions)
+    r2 = replace(r, functions=copy.copy(r.functions))
     r2.functions.names = list(r.functions.names)
     r2.functions.names[cpp[0]] = 'q"uote\\back\nline<&>'
     hostile = render_dot(r2, [cpp[0]])

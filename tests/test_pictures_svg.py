@@ -8,6 +8,7 @@ import copy
 import os
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -196,8 +197,7 @@ def test_cpp_names_escaped():
         assert n in pics  # attribute round-trips exactly
         assert f'data-name="{n}"' not in svg
     # a hostile name: quotes, markup, an XML-forbidden control character
-    r2 = copy.copy(r)
-    r2.functions = copy.copy(r.functions)
+    r2 = replace(r, functions=copy.copy(r.functions))
     r2.functions.names = list(r.functions.names)
     evil = "a<b>&c\"d'e\x07f]]>"
     r2.functions.names[keys[0]] = evil

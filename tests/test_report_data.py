@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -196,10 +197,9 @@ def test_intervals_are_carried_when_the_result_has_them() -> None:
     if not os.path.exists(perf):
         pytest.skip("demo profile absent")
     r = annotate([perf], binary)
-    r.block_low = np.maximum(r.block_count - 1, 0)
-    r.block_high = np.where(r.block_count > 0, r.block_count + 2, -1)
-    r.edge_low = r.edge_count // 2
-    r.edge_high = r.edge_count * 2
+    r = replace(r, block_low=np.maximum(r.block_count - 1, 0),
+                block_high=np.where(r.block_count > 0, r.block_count + 2, -1),
+                edge_low=r.edge_count // 2, edge_high=r.edge_count * 2)
     page, detail, _ = read_report(render_report_html(report_data(r)))
     fn = function_json(page, detail, 0)
     hot = r.hot_functions(1)[0]

@@ -8,6 +8,7 @@ block ID for block ID, what an old cluster file does) is the baseline to beat.""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -115,11 +116,9 @@ def test_naive_path_is_worse_where_ids_moved() -> None:
     old, new = "v1-O2-hash", "v2-O2-hash"
     res, _rep = _carried(old, new)
     truth = _truth(res, new)
-    naive = res.__class__(**{**res.__dict__})
-    naive.block_samples = _naive_samples(old, new)
-    naive.addresses = None
-    naive.count_source = "none"
-    apply_inference(naive, load_binary(_bin(new)), "on")
+    naive = replace(res, block_samples=_naive_samples(old, new), addresses=None,
+                    count_source="none")
+    naive = apply_inference(naive, load_binary(_bin(new)), "on")
     assert _error(res.block_count, truth) + 0.2 < _error(naive.block_count, truth)
 
 

@@ -9,6 +9,7 @@ bounded by the binary's block count plus distinct edges, not by the profile.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -157,36 +158,39 @@ class Annotator:
                 if self.no_block_funcs[k] > 0]
 
     def result(self, *, binary: str, build_id: str | None, profiles: list[ProfileInfo],
-               evidence: Evidence | None = None, warnings: Sequence[Diagnostic] = ()
-               ) -> AnnotateResult:
+               evidence: Evidence | None = None, warnings: Sequence[Diagnostic] = (),
+               go_build_id: str | None = None, loaded: Any = None) -> AnnotateResult:
+        """The raw result of the counts so far, diagnosed against ``evidence`` (when
+        given); ``loaded``: the Binary the run loaded, carried for the renderers."""
         self.acct.check()
         addresses = self.addresses.result() if self.addresses is not None else None
         if addresses is not None:
             addresses.check()
+        has_lbr = self.acct.total_branches > 0
+        count_source = "lbr" if has_lbr else "none"
+        status = Status.OK
+        msgs = list(warnings)
+        if self.address_only and addresses is not None:
+            # no block counts were made: the address aggregates say whether anything mapped
+            has_lbr = addresses.entries + addresses.duplicate > 0
+            if not int(addresses.ip_samples.sum()) and not int(addresses.trace_count.sum()):
+                status = Status.NOTHING_MAPPED
+                msgs.insert(0, Diagnostic(
+                    f"no sample IP and no branch address of the {addresses.samples} samples "
+                    f"lies in {binary}: the BOLT profile is empty (`bbmap annotate` with the "
+                    "text format says why nothing maps)", severity="error"))
+        elif evidence is not None:
+            evidence.hot_no_block = self.hot_no_block()
+            status, found = diagnose(self.acct, evidence)
+            msgs = found + msgs
         fb, tb, kind, cnt = self.branches.edges()
-        res = AnnotateResult(
+        return AnnotateResult(
             binary=binary, build_id=build_id, block_map=self.block_map,
             functions=self.functions, accounting=self.acct, profiles=profiles,
             block_samples=self.samples.block_samples, block_period=self.samples.block_period,
             block_count=self.branches.block_counts(), func_samples=self.samples.func_samples,
             func_period=self.samples.func_period, edge_from=fb, edge_to=tb, edge_kind=kind,
-            edge_count=cnt, has_lbr=self.acct.total_branches > 0,
-            warnings=list(warnings), block_start=self.geom.start,
-            cluster=self.branches.cluster_moments(), addresses=addresses)
-        res.count_source = "lbr" if res.has_lbr else "none"
-        if self.address_only and addresses is not None:
-            # no block counts were made: the address aggregates say whether anything mapped
-            res.has_lbr = addresses.entries + addresses.duplicate > 0
-            if not int(addresses.ip_samples.sum()) and not int(addresses.trace_count.sum()):
-                res.status = Status.NOTHING_MAPPED
-                res.warnings.insert(0, Diagnostic(
-                    f"no sample IP and no branch address of the {addresses.samples} samples "
-                    f"lies in {binary}: the BOLT profile is empty (`bbmap annotate` with the "
-                    "text format says why nothing maps)", severity="error"))
-            return res
-        if evidence is not None:
-            evidence.hot_no_block = self.hot_no_block()
-            status, msgs = diagnose(self.acct, evidence)
-            res.status = status
-            res.warnings = msgs + res.warnings
-        return res
+            edge_count=cnt, has_lbr=has_lbr, warnings=msgs, status=status,
+            block_start=self.geom.start, cluster=self.branches.cluster_moments(),
+            addresses=addresses, count_source=count_source, go_build_id=go_build_id,
+            loaded=loaded)

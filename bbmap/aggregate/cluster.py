@@ -127,29 +127,27 @@ class ClusterAccumulator:
             out[:, c] = np.bincount(inv, weights=vals[:, c], minlength=len(u))
         self._keys, self._vals = u, out
 
+    def _add(self, sums: ClusterAccumulator | ClusterMoments, keys: np.ndarray,
+             vals: np.ndarray) -> None:
+        """Add another's per-block sums and its per-edge sums (``keys``, ``vals``)."""
+        self.x2 += sums.x2
+        self.o2 += sums.o2
+        self.xe += sums.xe
+        self.xE += sums.xE
+        self.E2 += sums.E2
+        if len(keys):
+            self._pending.append((keys, vals))
+            self._pending_n += len(keys)
+            self._fold()
+
     def merge(self, other: ClusterAccumulator) -> None:
-        self.x2 += other.x2
-        self.o2 += other.o2
-        self.xe += other.xe
-        self.xE += other.xE
-        self.E2 += other.E2
         other._fold()
-        self._pending.append((other._keys, other._vals))
-        self._pending_n += len(other._keys)
-        self._fold()
+        self._add(other, other._keys, other._vals)
 
     def add_moments(self, m: ClusterMoments) -> None:
         """Add moments read back from an aggregate file (same binary)."""
-        self.x2 += m.x2
-        self.o2 += m.o2
-        self.xe += m.xe
-        self.xE += m.xE
-        self.E2 += m.E2
-        if len(m.edge_key):
-            self._pending.append((m.edge_key.astype(np.int64),
-                                  np.stack([m.k2, m.ko, m.kx], axis=1).astype(np.float64)))
-            self._pending_n += len(m.edge_key)
-            self._fold()
+        self._add(m, m.edge_key.astype(np.int64),
+                  np.stack([m.k2, m.ko, m.kx], axis=1).astype(np.float64))
 
     def result(self) -> ClusterMoments:
         self._fold()

@@ -31,6 +31,47 @@ STATUS_OK, STATUS_PARTIAL, STATUS_NOTHING = Status.OK, Status.PARTIAL, Status.NO
 
 
 @dataclass
+class ProfileEvidence:
+    """What one profile adds to the mapping evidence.  A run keeps it as it is (one
+    object per profile, merged in canonical order by :meth:`Evidence.absorb`); only an
+    aggregate file holds it as JSON (:meth:`to_json`, read back by :meth:`from_json`)."""
+
+    # (filename, build-id) pairs from HEADER_BUILD_ID and MMAP2 records
+    profile_build_ids: list[tuple[str, str]] = field(default_factory=list)
+    matched_by: set[str] = field(default_factory=set)  # how its mappings matched
+    profiled: list[ProfiledFile] = field(default_factory=list)  # files mapped as the binary
+    binary_mmaps: int = 0  # executable mappings attributed to the binary
+    undecoded_samples: int = 0  # SAMPLE records the reader had to drop
+    undecoded_at: tuple[str, str | None, int] | None = None  # where it first said so
+    mapping_notes: list[str] = field(default_factory=list)  # the mapping layer's words
+
+    def to_json(self) -> dict:
+        return {"profile_build_ids": [list(x) for x in self.profile_build_ids],
+                "matched_by": sorted(self.matched_by),
+                "profiled": [[p.filename, p.recorded_build_id,
+                              list(p.inode) if p.inode is not None else None]
+                             for p in self.profiled],
+                "binary_mmaps": self.binary_mmaps,
+                "undecoded_samples": self.undecoded_samples,
+                "mapping_notes": list(self.mapping_notes),
+                **({"undecoded_at": list(self.undecoded_at)} if self.undecoded_at else {})}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ProfileEvidence | None:
+        """The evidence :meth:`to_json` wrote (None for ``{}``: a profile that could not
+        be read, or an aggregate written before the evidence was kept)."""
+        if not d:
+            return None
+        return cls(profile_build_ids=[tuple(x) for x in d["profile_build_ids"]],
+                   matched_by=set(d["matched_by"]),
+                   profiled=[ProfiledFile(fn, bid, tuple(inode) if inode else None)
+                             for fn, bid, inode in d["profiled"]],
+                   binary_mmaps=d["binary_mmaps"], undecoded_samples=d["undecoded_samples"],
+                   undecoded_at=tuple(d["undecoded_at"]) if d.get("undecoded_at") else None,
+                   mapping_notes=list(d["mapping_notes"]))
+
+
+@dataclass
 class Evidence:
     binary: str
     binary_build_id: str | None
@@ -56,6 +97,22 @@ class Evidence:
     debug_file: str | None = None  # the debug file found for it (--debug-dir)
     unnamed_functions: int = 0  # functions of the block map no symbol names (fn@ADDRESS)
     functions: int = 0  # functions of the block map
+
+    def absorb(self, pe: ProfileEvidence) -> None:
+        """Add one profile's evidence, as reading the profiles in turn would: a file
+        mapped as the binary is listed once (its first profile's record of it)."""
+        self.profile_build_ids.extend(pe.profile_build_ids)
+        self.matched_by.update(pe.matched_by)
+        known = {p.filename for p in self.profiled}
+        for p in pe.profiled:
+            if p.filename not in known:
+                known.add(p.filename)
+                self.profiled.append(ProfiledFile(p.filename, p.recorded_build_id, p.inode))
+        self.binary_mmaps += pe.binary_mmaps
+        self.undecoded_samples += pe.undecoded_samples
+        if pe.undecoded_at and self.undecoded_at is None:
+            self.undecoded_at = pe.undecoded_at
+        self.mapping_notes.extend(pe.mapping_notes)
 
 
 def restore_advice(build_id: str | None) -> str:
@@ -174,161 +231,204 @@ def identity_findings(ev: Evidence) -> list[Diagnostic]:
     return out
 
 
-def _diagnose(acct: Accounting, ev: Evidence) -> tuple[str, list[Diagnostic]]:
-    """The diagnosis proper (see :func:`diagnose`)."""
-    out: list[Diagnostic] = []
-    name = os.path.basename(ev.binary)
-    total = acct.total_samples
-    in_block = int(acct.samples[IN_BLOCK])
-    in_binary = int(acct.samples[:OUTSIDE_FUNCTION + 1].sum())
+class _Findings:
+    """What one diagnosis has found so far: the figures every check reads, and the
+    messages in the order the checks made them."""
 
-    def err(msg: str) -> None:  # names the binary unless the message does already
-        out.append(Diagnostic(msg, severity="error",
-                              file=None if ev.binary in msg else ev.binary))
+    def __init__(self, acct: Accounting, ev: Evidence) -> None:
+        self.acct, self.ev = acct, ev
+        self.out: list[Diagnostic] = []
+        self.name = os.path.basename(ev.binary)
+        self.total = acct.total_samples
+        self.in_block = int(acct.samples[IN_BLOCK])
+        self.in_binary = int(acct.samples[:OUTSIDE_FUNCTION + 1].sum())
+        self.kernel = int(acct.samples[KERNEL])
+        # LBR records in blocks are a result even when no IP sample is (e.g. every sample
+        # interrupted the kernel): then the IP-only verdicts are warnings, not failures
+        self.lbr_used = int(acct.branches[IN_BLOCK]) if acct.total_branches else 0
+        names = {self.name} | ({os.path.basename(ev.name_override)} if ev.name_override
+                               else set())
+        self.names = names
+        self.mismatched = [(f, b) for f, b in ev.profile_build_ids
+                           if os.path.basename(f) in names and ev.binary_build_id
+                           and not build_ids_match(b, ev.binary_build_id)]
 
-    def warn(msg: str) -> None:
-        out.append(Diagnostic(msg, severity="warning"))
+    def err(self, msg: str) -> bool:
+        """Record a fatal finding (naming the binary unless the message does already)."""
+        self.out.append(Diagnostic(msg, severity="error",
+                                   file=None if self.ev.binary in msg else self.ev.binary))
+        return True
 
-    if total == 0 and acct.total_branches == 0 and ev.undecoded_samples:
+    def warn(self, msg: str) -> None:
+        self.out.append(Diagnostic(msg, severity="warning"))
+
+    def hot_no_block(self, none: str = "none") -> str:
+        return _top(dict(self.ev.hot_no_block)) if self.ev.hot_no_block else none
+
+
+def _empty_profile(f: _Findings) -> bool:
+    """Nothing decoded, no samples, or only kernel samples: a fatal finding (True)."""
+    acct, ev = f.acct, f.ev
+    if f.total == 0 and acct.total_branches == 0 and ev.undecoded_samples:
         where = ev.undecoded_at or (", ".join(ev.profiles) or None, None, None)
-        out.append(Diagnostic(
+        f.out.append(Diagnostic(
             f"none of the {ev.undecoded_samples} SAMPLE records could be decoded: they do "
             "not fit the event attrs the header declares (a damaged header?); the reader's "
             "warnings say which" + (" (the first fault is here)" if ev.undecoded_at else ""),
             severity="error", file=where[0], section=where[1], offset=where[2]))
-        return STATUS_NOTHING, out
-    if total == 0 and acct.total_branches == 0:
-        out.append(Diagnostic("the profile has no samples", severity="error",
-                              file=", ".join(ev.profiles) or None))
-        return STATUS_NOTHING, out
+        return True
+    if f.total == 0 and acct.total_branches == 0:
+        f.out.append(Diagnostic("the profile has no samples", severity="error",
+                                file=", ".join(ev.profiles) or None))
+        return True
+    if f.lbr_used and f.in_block == 0 and f.total:
+        f.warn(f"none of the {f.total} IP samples is in a basic block of {f.name} (kernel "
+               f"{f.kernel}, other DSOs {int(acct.samples[OTHER_DSO])}); "
+               f"the block counts come from the {f.lbr_used} LBR records that are")
+    if f.total and f.kernel == f.total and not f.lbr_used:
+        return f.err(f"all {f.total} samples are kernel samples: nothing ran in user space "
+                     "while recording; record user code, e.g. 'perf record -e cpu-clock:u "
+                     "-- ./prog'")
+    return False
 
-    # LBR records in blocks are a result even when no IP sample is (e.g. every sample
-    # interrupted the kernel): then the IP-only verdicts below are warnings, not failures
-    lbr_used = int(acct.branches[IN_BLOCK]) if acct.total_branches else 0
-    if lbr_used and in_block == 0 and total:
-        warn(f"none of the {total} IP samples is in a basic block of {name} (kernel "
-             f"{int(acct.samples[KERNEL])}, other DSOs {int(acct.samples[OTHER_DSO])}); "
-             f"the block counts come from the {lbr_used} LBR records that are")
 
-    if total and int(acct.samples[KERNEL]) == total and not lbr_used:
-        err(f"all {total} samples are kernel samples: nothing ran in user space while "
-            "recording; record user code, e.g. 'perf record -e cpu-clock:u -- ./prog'")
-        return STATUS_NOTHING, out
-
-    names = {name} | ({os.path.basename(ev.name_override)} if ev.name_override else set())
-    mismatched = [(f, b) for f, b in ev.profile_build_ids
-                  if os.path.basename(f) in names and ev.binary_build_id
-                  and not build_ids_match(b, ev.binary_build_id)]
-    if mismatched and in_binary == 0 and not lbr_used:
-        f, b = mismatched[0]
-        err(f"build-id mismatch: the profile recorded {f} with build-id {b}, but "
-            f"{ev.binary} has build-id {ev.binary_build_id}{_go_ids(ev, f, name)}; profile "
-            "the same build (or pass the binary that was profiled)")
-        return STATUS_NOTHING, out
-    if mismatched:
-        f, b = mismatched[0]
-        warn(f"build-id mismatch for {f}: profile {b}, binary {ev.binary_build_id}"
-             f"{_go_ids(ev, f, name)}; samples were mapped by name and may land in the wrong "
-             "blocks")
-    unchecked = [(f, b) for f, b in ev.profile_build_ids
-                 if os.path.basename(f) in names and not ev.binary_build_id]
-    if unchecked and in_binary:
-        f, b = unchecked[0]
-        warn(f"{ev.binary} has no build-id, so it cannot be checked against the build-id "
-             f"{b} the profile recorded for {f}; samples were mapped by name")
-
-    other_pid = int(acct.samples[OTHER_PID])
-    if in_binary == 0 and ev.pid is not None and other_pid and not lbr_used:
+def _wrong_process_or_build(f: _Findings) -> bool:
+    """Build-id mismatches, an unchecked build, a --pid that leaves nothing."""
+    ev, name = f.ev, f.name
+    if f.mismatched and f.in_binary == 0 and not f.lbr_used:
+        fn, b = f.mismatched[0]
+        return f.err(f"build-id mismatch: the profile recorded {fn} with build-id {b}, but "
+                     f"{ev.binary} has build-id {ev.binary_build_id}{_go_ids(ev, fn, name)}; "
+                     "profile the same build (or pass the binary that was profiled)")
+    if f.mismatched:
+        fn, b = f.mismatched[0]
+        f.warn(f"build-id mismatch for {fn}: profile {b}, binary {ev.binary_build_id}"
+               f"{_go_ids(ev, fn, name)}; samples were mapped by name and may land in the "
+               "wrong blocks")
+    unchecked = [(fn, b) for fn, b in ev.profile_build_ids
+                 if os.path.basename(fn) in f.names and not ev.binary_build_id]
+    if unchecked and f.in_binary:
+        fn, b = unchecked[0]
+        f.warn(f"{ev.binary} has no build-id, so it cannot be checked against the build-id "
+               f"{b} the profile recorded for {fn}; samples were mapped by name")
+    other_pid = int(f.acct.samples[OTHER_PID])
+    if f.in_binary == 0 and ev.pid is not None and other_pid and not f.lbr_used:
         pids = "; ".join(ev.mapping_notes) or f"drop --pid to see the pids that map {name}"
-        err(f"--pid {ev.pid} leaves nothing: no sample of pid {ev.pid} is in {name}, and "
-            f"{other_pid} samples of other processes were excluded ({pids})")
-        return STATUS_NOTHING, out
+        return f.err(f"--pid {ev.pid} leaves nothing: no sample of pid {ev.pid} is in "
+                     f"{name}, and {other_pid} samples of other processes were excluded "
+                     f"({pids})")
+    return False
 
-    if in_binary == 0 and ev.binary_mmaps == 0 and not lbr_used:
-        seen = _top(acct.dso_samples) if acct.dso_samples else "none"
-        hint = (f"pass --name with the mapped file's name if {name} was renamed"
-                if not ev.name_override else f"--name {ev.name_override} matched nothing")
-        if ev.pid is not None:
-            hint += f"; --pid {ev.pid} may exclude it"
-        notes = f" [{'; '.join(ev.mapping_notes)}]" if ev.mapping_notes else ""
-        err(f"{name} never appears in the profile's mmaps; DSOs that got samples: {seen} "
-            f"(kernel {int(acct.samples[KERNEL])}); {hint}{notes}")
-        return STATUS_NOTHING, out
 
+def _binary_not_mapped(f: _Findings) -> bool:
+    """The binary never mapped: name the DSOs that got samples."""
+    ev = f.ev
+    if f.in_binary or ev.binary_mmaps or f.lbr_used:
+        return False
+    seen = _top(f.acct.dso_samples) if f.acct.dso_samples else "none"
+    hint = (f"pass --name with the mapped file's name if {f.name} was renamed"
+            if not ev.name_override else f"--name {ev.name_override} matched nothing")
+    if ev.pid is not None:
+        hint += f"; --pid {ev.pid} may exclude it"
+    notes = f" [{'; '.join(ev.mapping_notes)}]" if ev.mapping_notes else ""
+    return f.err(f"{f.name} never appears in the profile's mmaps; DSOs that got samples: "
+                 f"{seen} (kernel {f.kernel}); {hint}{notes}")
+
+
+def _no_block_map(f: _Findings) -> bool:
+    """No .llvm_bb_addr_map (Go, stripped, or built without it); unnamed functions."""
+    ev, name, in_binary = f.ev, f.name, f.in_binary
     if not ev.has_block_map and ev.go is not None:
-        fns = _top(dict(ev.hot_no_block)) if ev.hot_no_block else "none"
         how = ("from .gopclntab, the Go runtime's function table (the binary is stripped)"
                if ev.symbols_source == ".gopclntab" else "by symbol, as perf report does")
         from bbmap.binary.go import no_block_map_reason
 
-        err(f"{name} has no basic-block address map (.llvm_bb_addr_map): "
-            f"{no_block_map_reason(ev.go)}; the {in_binary} samples in {name} are counted per "
-            f"function ({how}) and those counts are valid: {fns}")
-        return STATUS_NOTHING, out
-
+        return f.err(f"{name} has no basic-block address map (.llvm_bb_addr_map): "
+                     f"{no_block_map_reason(ev.go)}; the {in_binary} samples in {name} are "
+                     f"counted per function ({how}) and those counts are valid: "
+                     f"{f.hot_no_block()}")
     if not ev.has_block_map and ev.stripped:
         prod = f", built by {ev.producer}" if ev.producer else ""
         dbg = (f"; its debug file {ev.debug_file} has no map either" if ev.debug_file
                else "")
-        err(f"{name} was stripped ({ev.stripped}{prod}) and has no basic-block address map "
-            f"(.llvm_bb_addr_map): {in_binary} samples landed in the binary but none can be "
-            f"put in a block; llvm-strip removes the map with the symbols: "
-            f"{restore_advice(ev.binary_build_id)}{dbg}; if it was built without a map, "
-            f"{flag_advice(ev.producer)}")
-        return STATUS_NOTHING, out
+        return f.err(f"{name} was stripped ({ev.stripped}{prod}) and has no basic-block "
+                     f"address map (.llvm_bb_addr_map): {in_binary} samples landed in the "
+                     f"binary but none can be put in a block; llvm-strip removes the map with "
+                     f"the symbols: {restore_advice(ev.binary_build_id)}{dbg}; if it was "
+                     f"built without a map, {flag_advice(ev.producer)}")
     if not ev.has_block_map:
         prod = f" (built by {ev.producer})" if ev.producer else ""
-        err(f"{name} has no basic-block address map (.llvm_bb_addr_map){prod}: "
-            f"{in_binary} samples landed in the binary but none can be put in a block; "
-            f"{flag_advice(ev.producer)}")
-        return STATUS_NOTHING, out
+        return f.err(f"{name} has no basic-block address map (.llvm_bb_addr_map){prod}: "
+                     f"{in_binary} samples landed in the binary but none can be put in a "
+                     f"block; {flag_advice(ev.producer)}")
     if ev.stripped and ev.unnamed_functions and not ev.debug_file:
-        warn(f"{name} was stripped ({ev.stripped}): {ev.unnamed_functions} of "
-             f"{ev.functions} functions of its block map have no name and show as "
-             f"fn@ADDRESS; to name them, {restore_advice(ev.binary_build_id)}")
+        f.warn(f"{name} was stripped ({ev.stripped}): {ev.unnamed_functions} of "
+               f"{ev.functions} functions of its block map have no name and show as "
+               f"fn@ADDRESS; to name them, {restore_advice(ev.binary_build_id)}")
+    return False
 
-    if in_binary == 0 and not lbr_used:
-        err(f"none of the {total} samples landed in {name} (other DSOs: "
-            f"{_top(acct.dso_samples) or 'none'}; kernel {int(acct.samples[KERNEL])})")
-        return STATUS_NOTHING, out
 
-    if in_block == 0 and int(acct.samples[IN_FUNCTION_NO_BLOCK]) == 0 and not lbr_used:
+def _none_in_blocks(f: _Findings) -> bool:
+    """Samples in the binary, none in a block (or none in the binary at all)."""
+    if f.lbr_used:
+        return False
+    acct, name, in_binary = f.acct, f.name, f.in_binary
+    if in_binary == 0:
+        return f.err(f"none of the {f.total} samples landed in {name} (other DSOs: "
+                     f"{_top(acct.dso_samples) or 'none'}; kernel {f.kernel})")
+    nb = int(acct.samples[IN_FUNCTION_NO_BLOCK])
+    if f.in_block == 0 and nb == 0:
         why = ("the build-id mismatch says this is not the binary that was profiled"
-               if mismatched else "the mapping of the binary is probably wrong (is this "
+               if f.mismatched else "the mapping of the binary is probably wrong (is this "
                "the build that was profiled?)")
-        err(f"all {in_binary} samples that landed in {name} are outside every function "
-            f"(PLT, stubs, gaps), none in a basic block: {why}")
-        return STATUS_NOTHING, out
+        return f.err(f"all {in_binary} samples that landed in {name} are outside every "
+                     f"function (PLT, stubs, gaps), none in a basic block: {why}")
+    if f.in_block == 0:
+        return f.err(f"{in_binary} samples landed in {name} but none in a basic block "
+                     f"({nb} in functions without block-map entries: {f.hot_no_block()}); "
+                     f"those functions need "
+                     f"{flag_advice(f.ev.producer).replace('rebuild with ', '')}")
+    return False
 
-    if in_block == 0 and not lbr_used:
-        nb = int(acct.samples[IN_FUNCTION_NO_BLOCK])
-        fns = _top(dict(ev.hot_no_block)) if ev.hot_no_block else "none"
-        err(f"{in_binary} samples landed in {name} but none in a basic block "
-            f"({nb} in functions without block-map entries: {fns}); "
-            f"those functions need {flag_advice(ev.producer).replace('rebuild with ', '')}")
-        return STATUS_NOTHING, out
 
-    status = STATUS_PARTIAL if mismatched or (lbr_used and in_block == 0) else STATUS_OK
+def _usable_status(f: _Findings) -> Status:
+    """OK or PARTIAL, with the warnings that make a usable result partial."""
+    acct, name, in_binary = f.acct, f.name, f.in_binary
+    status = STATUS_PARTIAL if f.mismatched or (f.lbr_used and f.in_block == 0) else STATUS_OK
     nb = int(acct.samples[IN_FUNCTION_NO_BLOCK])
     if nb and nb * 10 >= in_binary:
-        fns = _top(dict(ev.hot_no_block)) if ev.hot_no_block else ""
-        warn(f"{nb} of {in_binary} samples in {name} are in functions without block-map "
-             f"entries{': ' + fns if fns else ''}")
+        fns = f.hot_no_block("")
+        f.warn(f"{nb} of {in_binary} samples in {name} are in functions without block-map "
+               f"entries{': ' + fns if fns else ''}")
         status = STATUS_PARTIAL
     if acct.total_branches:
-        used = int(acct.branches[IN_BLOCK])
-        if used == 0:
-            warn(f"none of the {acct.total_branches} LBR records has both ends in blocks of "
-                 f"{name}; block counts come from IP samples only")
+        if int(acct.branches[IN_BLOCK]) == 0:
+            f.warn(f"none of the {acct.total_branches} LBR records has both ends in blocks "
+                   f"of {name}; block counts come from IP samples only")
             status = STATUS_PARTIAL
         ranges = acct.range_reasons()
         if acct.total_ranges and ranges["valid"] * 2 < acct.total_ranges:
             bad = {k: v for k, v in ranges.items() if k != "valid" and v}
-            warn(f"only {ranges['valid']} of {acct.total_ranges} fall-through ranges are valid "
-                 f"({_top(bad)})")
+            f.warn(f"only {ranges['valid']} of {acct.total_ranges} fall-through ranges are "
+                   f"valid ({_top(bad)})")
     if int(acct.samples[OTHER_DSO]) > in_binary:
-        warn(f"most samples are in other DSOs: {_top(acct.dso_samples)}")
-    for note in ev.mapping_notes:  # merged profiles: one that holds no mapping of the binary
-        warn(f"{note} (none of this profile's samples can be in {name})")
+        f.warn(f"most samples are in other DSOs: {_top(acct.dso_samples)}")
+    for note in f.ev.mapping_notes:  # merged profiles: one holding no mapping of the binary
+        f.warn(f"{note} (none of this profile's samples can be in {name})")
         status = STATUS_PARTIAL
-    return status, out
+    return status
+
+
+# the fatal checks, in the order a user would want them answered
+_CHECKS = (_empty_profile, _wrong_process_or_build, _binary_not_mapped, _no_block_map,
+           _none_in_blocks)
+
+
+def _diagnose(acct: Accounting, ev: Evidence) -> tuple[Status, list[Diagnostic]]:
+    """The diagnosis proper (see :func:`diagnose`): the first check that finds nothing
+    usable decides; otherwise the result is OK or partial."""
+    f = _Findings(acct, ev)
+    for check in _CHECKS:
+        if check(f):
+            return STATUS_NOTHING, f.out
+    return _usable_status(f), f.out

@@ -224,9 +224,10 @@ class FitReport:
 
 
 def judge_fit(binary: Any, fit: FitCollector,
-              dis: Callable[[], Any] | None = None) -> FitReport:
+              swept: Callable[[], Any] | None = None) -> FitReport:
     """Disassemble the ranges the collected addresses fall in and score the three measures.
-    ``dis`` makes the run's shared disassembler (by default one is made here)."""
+    ``swept`` makes the run's shared sweep (``bbmap.cfg.SharedSweep``, with the run's one
+    disassembler); by default one is made here."""
     from bbmap.binary.disasm import (
         CALL,
         CALL_INDIRECT,
@@ -236,13 +237,14 @@ def judge_fit(binary: Any, fit: FitCollector,
         RET,
         Disassembler,
     )
+    from bbmap.cfg import SharedSweep
     from bbmap.errors import BBMapError
 
     if not fit.n_ip and not fit.n_br:
         return FitReport(False, "no sampled address in a block")
     try:
-        dis = dis() if dis is not None else Disassembler(binary.machine,
-                                                         int(binary.elfclass))
+        sw = swept() if swept is not None else SharedSweep(
+            binary, Disassembler(binary.machine, int(binary.elfclass)))
     except (BBMapError, ImportError) as e:
         return FitReport(False, str(e))
     m = binary.block_map
@@ -254,7 +256,7 @@ def judge_fit(binary: Any, fit: FitCollector,
     blocks = np.unique(np.concatenate([ipb, fb, tb]).astype(np.int64))
     rng_of_block = np.searchsorted(m.range_block_ptr, blocks, side="right") - 1
     ranges = np.unique(rng_of_block)
-    starts, kinds = _instructions(binary, m, ranges, dis)
+    starts, kinds = _instructions(binary, m, ranges, sw)
     if not len(starts):
         return FitReport(False, "the sampled code could not be disassembled")
     fr = np.searchsorted(m.range_block_ptr, np.arange(m.num_blocks), side="right") - 1
@@ -315,36 +317,28 @@ def judge_fit(binary: Any, fit: FitCollector,
     return rep
 
 
-def _instructions(binary: Any, m: Any, ranges: np.ndarray, dis: Any
+def _instructions(binary: Any, m: Any, ranges: np.ndarray, swept: Any
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Sorted instruction starts (and kinds) of the given map ranges, by linear sweep from
-    each range base, resynchronised at block starts as verify and the CFG do."""
-    data = binary.data
-    view = memoryview(data)
+    each range base, resynchronised at block starts as verify and the CFG do: the rows of
+    the run's shared sweep (``bbmap.cfg.SharedSweep``), so the CFG does not sweep them
+    again.  A range with no block, outside every executable section or in one the file
+    does not hold whole is not read."""
+    data_len = len(binary.data)
     execs = binary.code_sections()
-    addr: list[np.ndarray] = []
-    kind: list[np.ndarray] = []
+    want = np.zeros(m.num_ranges, bool)
     for r in ranges.tolist():
         base = int(m.range_base[r])
-        lo_b, hi_b = int(m.range_block_ptr[r]), int(m.range_block_ptr[r + 1])
-        if hi_b <= lo_b:
+        if int(m.range_block_ptr[r + 1]) <= int(m.range_block_ptr[r]):
             continue
-        bstart = (base + m.block_offset[lo_b:hi_b]).astype(np.int64)
-        end = int((bstart + m.block_size[lo_b:hi_b]).max())
         sec = next((s for s in execs if s.sh_addr <= base < s.sh_addr + s.sh_size), None)
-        if sec is None or sec.sh_offset + sec.sh_size > len(data):
-            continue
-        limit = min(sec.sh_addr + sec.sh_size, end + 16)
-        code = view[sec.sh_offset + base - sec.sh_addr: sec.sh_offset + limit - sec.sh_addr]
-        pieces, _, _ = dis.sweep(code, base, min(end, limit), limit, sorted(bstart.tolist()))
-        for p in pieces:
-            addr.append(p.addr)
-            kind.append(p.kinds)
-    if not addr:
+        if sec is not None and sec.sh_offset + sec.sh_size <= data_len:
+            want[r] = True
+    if not want.any():
         return np.zeros(0, np.uint64), np.zeros(0, np.uint8)
-    a, k = np.concatenate(addr), np.concatenate(kind)
-    order = np.argsort(a, kind="stable")
-    return a[order], k[order]
+    rows = swept.rows(want).rows
+    order = np.argsort(rows.addr, kind="stable")
+    return rows.addr[order], rows.kinds[order]
 
 
 def _function_of(m: Any, block: int) -> str | None:

@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bbmap.aggregate.explain import Evidence
+from bbmap.aggregate.annotator import Annotator
+from bbmap.aggregate.explain import ProfileEvidence
 from bbmap.aggregate.identity import ProfiledFile
 from bbmap.aggregate.resolve import IndexResolver
 from bbmap.aggregate.result import ProfileInfo
@@ -49,18 +50,20 @@ class MappingsSpace:
 
 DAMAGED = "the profile is damaged or truncated:"  # said first: it explains what follows
 
-def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN001
+def read_profile(path: str, binary, index,  # noqa: ANN001
+                 fresh: Callable[[], Annotator], evidence: ProfileEvidence,
                  warnings: list[Diagnostic], *, name_override: str | None = None,
                  pid: int | None = None, chunk_samples: int = 65536,
                  progress: Callable[[int], None] | None = None,
-                 event: str | None = None) -> ProfileInfo:
-    """Stream ``path`` into ``ann``; add evidence and diagnostics; describe the profile.
+                 event: str | None = None) -> tuple[ProfileInfo, Annotator]:
+    """Stream ``path`` into an annotator ``fresh()`` makes; add evidence and diagnostics;
+    return the profile's description and its counts (the caller merges them once).
     ``event``: count only the samples of that event (by name, with or without perf's
     modifiers: ``cpu-clock`` or ``cpu-clock:u``); the others are left out, and said so."""
     from bbmap.perf import PerfData
 
     perf = PerfData(path)
-    sub = ann.fresh()
+    sub = fresh()
     picker = EventPicker(event, path) if event else None
     if picker is not None and perf.mode == "file":
         picker.check(perf)  # the attrs are known: fail before reading (a pipe: at the end)
@@ -69,7 +72,7 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
     if reread:
         # side records arrived (in file order) after samples they precede in time: perf
         # writes per-CPU buffers in rounds.  Aggregate again with the complete mappings.
-        sub = ann.fresh()
+        sub = fresh()
         if picker is not None:
             picker.left_out = 0
         pm, _, _, samples, branches = _pass(PerfData(path), binary, index, sub, pm,
@@ -77,7 +80,6 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
                                             picker)
     if sub.addresses is not None:
         sub.addresses.name_events([a.name for a in perf.attrs])
-    ann.merge(sub)
     ev = pm.evidence
     for fn, bid in ev.build_ids_seen.items():
         evidence.profile_build_ids.append((fn, bid))
@@ -123,10 +125,10 @@ def read_profile(path: str, binary, index, ann, evidence: Evidence,  # noqa: ANN
     return ProfileInfo(path=path, mode=perf.mode,
                        events=[a.name for a in perf.attrs], samples=samples,
                        branches=branches, build_id=own[0] if own else None,
-                       binary_mmaps=ev.binary_mappings)
+                       binary_mmaps=ev.binary_mappings), sub
 
 
-def _profiled_files(pm, side: list, evidence: Evidence) -> None:  # noqa: ANN001
+def _profiled_files(pm, side: list, evidence: ProfileEvidence) -> None:  # noqa: ANN001
     """The files this profile mapped as the binary, or would have but for their build-id,
     with the build-id and inode recorded for them (explain.identity_findings)."""
     ev = pm.evidence

@@ -7,6 +7,7 @@ nothing to say), but list *all* blocks of those functions so layout tools see ev
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,8 +60,13 @@ class FunctionView:
     edges: np.ndarray  # indexes into AnnotateResult edge columns (from-block in this fn)
 
 
-@dataclass
+@dataclass(frozen=True)
 class AnnotateResult:
+    """One run's result, built once by the driver's phases and never changed after:
+    a phase that adds to it (fit, inference, a carry) makes a new one
+    (``dataclasses.replace``), so a result handed out is the one that was rendered.
+    The lists it holds (warnings, notices) are its own copies."""
+
     binary: str
     build_id: str | None
     block_map: BlockMap
@@ -131,17 +137,15 @@ class AnnotateResult:
         md = int(self.block_map.block_md[b])
         return [n for n, bit in MD_NAMES.items() if md & bit]
 
-    @property
+    @functools.cached_property
     def _block_key(self) -> np.ndarray:
-        if not hasattr(self, "_bk"):
-            m = self.block_map
-            if m.num_blocks:
-                rng = np.searchsorted(m.range_block_ptr, np.arange(m.num_blocks), "right") - 1
-                fn = np.searchsorted(m.func_range_ptr, rng, "right") - 1
-                self._bk = self.functions.key_of_bmfunc[fn]
-            else:
-                self._bk = np.zeros(0, np.int32)
-        return self._bk
+        """Each block's function key (computed once; a cache, not a field)."""
+        m = self.block_map
+        if not m.num_blocks:
+            return np.zeros(0, np.int32)
+        rng = np.searchsorted(m.range_block_ptr, np.arange(m.num_blocks), "right") - 1
+        fn = np.searchsorted(m.func_range_ptr, rng, "right") - 1
+        return self.functions.key_of_bmfunc[fn]
 
     def hot_keys(self, top: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The keys of the functions with samples, counts or edges, hottest first (by
@@ -199,21 +203,24 @@ class AnnotateResult:
     def columns(self) -> dict[str, list]:
         """Per-block and per-edge columns as Python lists, converted once (JSON/CSV loop
         over slices of these instead of converting numpy scalars one by one)."""
-        if not hasattr(self, "_cols"):
-            m = self.block_map
-            flag_names = [[n for n, bit in MD_NAMES.items() if md & bit] for md in range(256)]
-            self._cols = {
-                "id": m.block_id.tolist(), "address": self.block_start.tolist(),
-                "size": m.block_size.tolist(),
-                "flags": [flag_names[md] for md in m.block_md.tolist()],
-                "samples": self.block_samples.tolist(), "period": self.block_period.tolist(),
-                "count": self.block_count.tolist(), "key": self._block_key.tolist(),
-                "e_from": self.edge_from.tolist(), "e_to": self.edge_to.tolist(),
-                "e_count": self.edge_count.tolist(), "e_kind": self.edge_kind.tolist()}
-            if self.has_intervals:
-                self._cols.update(low=self.block_low.tolist(), high=self.block_high.tolist(),
-                                  e_low=self.edge_low.tolist(), e_high=self.edge_high.tolist())
-        return self._cols
+        return self._columns
+
+    @functools.cached_property
+    def _columns(self) -> dict[str, list]:
+        m = self.block_map
+        flag_names = [[n for n, bit in MD_NAMES.items() if md & bit] for md in range(256)]
+        cols = {
+            "id": m.block_id.tolist(), "address": self.block_start.tolist(),
+            "size": m.block_size.tolist(),
+            "flags": [flag_names[md] for md in m.block_md.tolist()],
+            "samples": self.block_samples.tolist(), "period": self.block_period.tolist(),
+            "count": self.block_count.tolist(), "key": self._block_key.tolist(),
+            "e_from": self.edge_from.tolist(), "e_to": self.edge_to.tolist(),
+            "e_count": self.edge_count.tolist(), "e_kind": self.edge_kind.tolist()}
+        if self.has_intervals:
+            cols.update(low=self.block_low.tolist(), high=self.block_high.tolist(),
+                        e_low=self.edge_low.tolist(), e_high=self.edge_high.tolist())
+        return cols
 
     def function_json(self, fv: FunctionView) -> dict:
         """One entry of the JSON ``functions`` list (spec/annotate-json.md)."""

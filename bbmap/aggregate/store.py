@@ -36,6 +36,7 @@ import numpy as np
 from bbmap.aggregate.accounting import RANGE_REASONS, Accounting
 from bbmap.aggregate.addresses import AddressProfile
 from bbmap.aggregate.cluster import ClusterMoments
+from bbmap.aggregate.explain import ProfileEvidence
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import ProfileInfo
 from bbmap.buckets import BRANCH_BUCKETS, BUCKETS
@@ -69,7 +70,7 @@ class ProfileRecord:
     sha256: str = ""
     error: str | None = None  # unreadable: why (the profile counted nothing)
     warnings: list[Diagnostic] = field(default_factory=list)
-    evidence: dict = field(default_factory=dict)  # see Session._profile_evidence
+    evidence: ProfileEvidence | None = None  # what it adds to the mapping evidence
     quirk_batches: int = 0  # batches with the duplicated-newest LBR entry
     quirk_evidence: tuple[float, float, int] | None = None
 
@@ -81,7 +82,7 @@ class ProfileRecord:
     def detail_json(self) -> str:
         return json.dumps({"events": self.info.events,
                            "warnings": [d.to_json() for d in self.warnings],
-                           "evidence": self.evidence,
+                           "evidence": self.evidence.to_json() if self.evidence else {},
                            "quirk": [self.quirk_batches, list(self.quirk_evidence)
                                      if self.quirk_evidence else None]},
                           sort_keys=True, separators=(",", ":"))
@@ -99,7 +100,8 @@ class ProfileRecord:
                    warnings=[Diagnostic(w["message"], w.get("file"), w.get("section"),
                                         w.get("offset"), w.get("severity", "warning"))
                              for w in d.get("warnings", [])],
-                   evidence=d.get("evidence", {}), quirk_batches=int(q[0]),
+                   evidence=ProfileEvidence.from_json(d.get("evidence", {})),
+                   quirk_batches=int(q[0]),
                    quirk_evidence=tuple(q[1]) if q[1] else None)
 
 

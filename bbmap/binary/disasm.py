@@ -20,6 +20,7 @@ import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -493,6 +494,115 @@ def swept_sections(sections: list) -> list:
     return [s for s in sections if s.is_code]
 
 
+class _RangeSweep:
+    """The sweep of one block map's ranges in progress: the rows found so far, and per
+    range its row count, whether it was decoded and where its sweep ended."""
+
+    def __init__(self, dis: Disassembler, data: bytes | memoryview, m: object,
+                 block_start: np.ndarray, cheap: bool) -> None:
+        R = m.num_ranges  # type: ignore[attr-defined]
+        self.dis, self.cheap = dis, cheap
+        self.view = memoryview(data)
+        self.ptr = m.range_block_ptr.tolist()  # type: ignore[attr-defined]
+        self.starts = block_start.tolist()
+        self.pieces: list[Decoded] = []
+        self.piece_range: list[np.ndarray] = []
+        self.counts = np.zeros(R, dtype=np.int64)
+        self.decoded = np.zeros(R, dtype=bool)
+        self.ends = np.zeros(R, dtype=np.uint64)
+        self.bad: list[tuple[int, int]] = []
+
+    def _resync(self, ranges: list[int]) -> list[int]:
+        """The block starts of ``ranges``, ascending: where the sweep realigns."""
+        ptr, starts = self.ptr, self.starts
+        return sorted({x for r in ranges for x in starts[ptr[r]: ptr[r + 1]]})
+
+    def sweep_chunks(self, sec: Any, order: np.ndarray, base_u: np.ndarray,
+                     limit_sorted: list[int], limit_max: int
+                     ) -> tuple[list[Decoded], list[int]]:
+        """Sweep the stretch of ``sec`` the ranges ``order`` (by base) cover in chunks of
+        consecutive ranges, each decoded with one call (a call per section would have
+        capstone grow a 240-byte-per-instruction array to hundreds of MB)."""
+        lo = sec.sh_addr
+        cuts = [0]
+        first_base = int(base_u[order[0]])
+        for j, l0 in enumerate(limit_sorted):
+            if j and l0 - first_base > SWEEP_CHUNK_BYTES:
+                cuts.append(j)
+                first_base = int(base_u[order[j]])
+        c_start = [int(base_u[order[c]]) for c in cuts]
+        c_end = c_start[1:] + [limit_max]
+        got: list[Decoded] = []
+        sbad: list[int] = []
+        for a0, a1, j0, j1 in zip(c_start, c_end, cuts, cuts[1:] + [len(order)]):
+            if a1 <= a0:
+                continue
+            chunk = self.view[sec.sh_offset + a0 - lo: sec.sh_offset + a1 - lo]
+            resync = self._resync(order[j0:j1].tolist())
+            g, _stop, cb = self.dis.sweep(chunk, a0, a1, a1, resync,
+                                          np.array(resync, np.uint64) if self.cheap else None)
+            got.extend(g)
+            sbad.extend(cb)
+        return got, sbad
+
+    def take_stretches(self, got: list[Decoded], sbad: list[int], rs: np.ndarray,
+                       base: np.ndarray, limit: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Give each range ``rs`` its stretch of a section's sweep ``got`` where that is
+        the range's own sweep; return which ranges took one."""
+        a = np.concatenate([g.addr for g in got])
+        sz = np.concatenate([g.size for g in got]).astype(np.uint64)
+        aend = a + sz
+        cs = np.zeros(len(a) + 1, np.uint64)
+        np.cumsum(sz, out=cs[1:])
+        first = np.searchsorted(a, base)
+        last = np.searchsorted(aend, limit, side="right")  # instructions ending <= limit
+        n = last.astype(np.int64) - first
+        ok = (first < len(a)) & (n > 0)
+        f_ok = np.minimum(first, len(a) - 1)
+        ok &= a[f_ok] == base  # an instruction starts at the base
+        l_ok = np.maximum(last - 1, 0)
+        ok &= aend[l_ok] - base == cs[np.maximum(last, first)] - cs[first]  # no gap
+        ok &= aend[l_ok] >= np.minimum(end, limit)  # reaches the last block end
+        if sbad:
+            b_addr = np.array(sorted(sbad), np.uint64)
+            ok &= np.searchsorted(b_addr, base) == np.searchsorted(b_addr, limit)
+        kinds = np.concatenate([g.kinds for g in got])
+        target = np.concatenate([g.target for g in got])
+        gcheap = np.concatenate([g.cheap for g in got])
+        rows = expand_ranges(first[ok], n[ok])
+        self.pieces.append(Decoded(a[rows], sz[rows].astype(np.uint8), kinds[rows],
+                                   target[rows], gcheap[rows]))
+        self.piece_range.append(np.repeat(rs[ok], n[ok]))
+        self.counts[rs[ok]] = n[ok]
+        self.decoded[rs[ok]] = True
+        self.ends[rs[ok]] = aend[l_ok[ok]]
+        return ok
+
+    def sweep_alone(self, r: int, sec: Any, base: int, end: int) -> None:
+        """Sweep range ``r`` by itself, from its base to a little past its end."""
+        lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
+        limit = min(hi, end + 16)
+        code = self.view[sec.sh_offset + base - lo: sec.sh_offset + limit - lo]
+        resync = sorted(self.starts[self.ptr[r]: self.ptr[r + 1]])
+        got, stop, rbad = self.dis.sweep(code, base, min(end, limit), limit, resync,
+                                         np.array(resync, np.uint64) if self.cheap else None)
+        self.pieces.extend(got)
+        self.piece_range.extend(np.full(len(g.addr), r, np.int64) for g in got)
+        self.counts[r] = sum(len(d.addr) for d in got)
+        self.decoded[r] = True
+        self.ends[r] = stop
+        self.bad.extend((r, a) for a in rbad)
+
+    def result(self) -> SweptRows:
+        d = Decoded.empty()
+        rng = np.zeros(0, np.uint64)
+        if self.pieces:
+            d = Decoded(*(np.concatenate([getattr(p, f) for p in self.pieces])
+                          for f in ("addr", "size", "kinds", "target", "cheap")))
+            rng = np.concatenate(self.piece_range).astype(np.uint64)
+        return SweptRows(d, rng.astype(np.int64), self.decoded, self.ends, self.bad)
+
+
 def sweep_rows(dis: Disassembler, data: bytes | memoryview, sections: list,
                m: object, range_section: np.ndarray, block_start: np.ndarray,
                range_end: np.ndarray, want: np.ndarray | None = None,
@@ -515,15 +625,7 @@ def sweep_rows(dis: Disassembler, data: bytes | memoryview, sections: list,
     """
     R = m.num_ranges  # type: ignore[attr-defined]
     range_base = m.range_base  # type: ignore[attr-defined]
-    ptr = m.range_block_ptr.tolist()  # type: ignore[attr-defined]
-    view = memoryview(data)
-    pieces: list[Decoded] = []
-    piece_range: list[np.ndarray] = []
-    counts = np.zeros(R, dtype=np.int64)
-    decoded = np.zeros(R, dtype=bool)
-    ends = np.zeros(R, dtype=np.uint64)
-    bad: list[tuple[int, int]] = []
-    starts = block_start.tolist()
+    state = _RangeSweep(dis, data, m, block_start, cheap)
     secs = {s.index: s for s in sections}
     todo = np.arange(R) if want is None else np.flatnonzero(want)
     base_u = range_base.astype(np.uint64)
@@ -540,86 +642,22 @@ def sweep_rows(dis: Disassembler, data: bytes | memoryview, sections: list,
         limit = np.minimum(end_u[rs] + np.uint64(16), np.uint64(hi))
         if not len(rs) or float((limit - base_u[rs]).sum()) < SECTION_SWEEP_SHARE * (hi - lo):
             continue
-        # chunks of consecutive ranges, each decoded with one call (a call per section
-        # would have capstone grow a 240-byte-per-instruction array to hundreds of MB)
         by_base = np.argsort(base_u[rs], kind="stable")
-        order = rs[by_base]
-        cuts = [0]
-        first_base = int(base_u[order[0]])
-        for j, l0 in enumerate(limit[by_base].tolist()):
-            if j and l0 - first_base > SWEEP_CHUNK_BYTES:
-                cuts.append(j)
-                first_base = int(base_u[order[j]])
-        c_start = [int(base_u[order[c]]) for c in cuts]
-        c_end = c_start[1:] + [int(limit.max())]
-        got, sbad = [], []
-        for a0, a1, j0, j1 in zip(c_start, c_end, cuts, cuts[1:] + [len(order)]):
-            if a1 <= a0:
-                continue
-            chunk = view[sec.sh_offset + a0 - lo: sec.sh_offset + a1 - lo]
-            rr = order[j0:j1]
-            resync = sorted({x for r in rr.tolist() for x in starts[ptr[r]: ptr[r + 1]]})
-            g, _stop, cb = dis.sweep(chunk, a0, a1, a1, resync,
-                                     np.array(resync, np.uint64) if cheap else None)
-            got.extend(g)
-            sbad.extend(cb)
+        got, sbad = state.sweep_chunks(sec, rs[by_base], base_u, limit[by_base].tolist(),
+                                       int(limit.max()))
         if not got:
             continue
-        a = np.concatenate([g.addr for g in got])
-        sz = np.concatenate([g.size for g in got]).astype(np.uint64)
-        aend = a + sz
-        cs = np.zeros(len(a) + 1, np.uint64)
-        np.cumsum(sz, out=cs[1:])
-        base = base_u[rs]
-        first = np.searchsorted(a, base)
-        last = np.searchsorted(aend, limit, side="right")  # instructions ending <= limit
-        n = last.astype(np.int64) - first
-        ok = (first < len(a)) & (n > 0)
-        f_ok = np.minimum(first, len(a) - 1)
-        ok &= a[f_ok] == base  # an instruction starts at the base
-        l_ok = np.maximum(last - 1, 0)
-        ok &= aend[l_ok] - base == cs[np.maximum(last, first)] - cs[first]  # no gap
-        ok &= aend[l_ok] >= np.minimum(end_u[rs], limit)  # reaches the last block end
-        if sbad:
-            b_addr = np.array(sorted(sbad), np.uint64)
-            ok &= np.searchsorted(b_addr, base) == np.searchsorted(b_addr, limit)
-        kinds = np.concatenate([g.kinds for g in got])
-        target = np.concatenate([g.target for g in got])
-        gcheap = np.concatenate([g.cheap for g in got])
-        rows = expand_ranges(first[ok], n[ok])
-        pieces.append(Decoded(a[rows], sz[rows].astype(np.uint8), kinds[rows], target[rows],
-                              gcheap[rows]))
-        piece_range.append(np.repeat(rs[ok], n[ok]))
-        counts[rs[ok]] = n[ok]
-        decoded[rs[ok]] = True
-        ends[rs[ok]] = aend[l_ok[ok]]
+        ok = state.take_stretches(got, sbad, rs, base_u[rs], limit, end_u[rs])
         alone[rs[ok]] = False
     for r in todo[alone[todo]].tolist():
         sec = secs.get(int(range_section[r]))
         if sec is None or sec.index not in swept:
             continue
         base, end = int(range_base[r]), max(int(range_end[r]), int(range_base[r]))
-        lo, hi = sec.sh_addr, sec.sh_addr + sec.sh_size
-        if not lo <= base <= hi:
+        if not sec.sh_addr <= base <= sec.sh_addr + sec.sh_size:
             continue
-        limit = min(hi, end + 16)
-        code = view[sec.sh_offset + base - lo: sec.sh_offset + limit - lo]
-        resync = sorted(starts[ptr[r]: ptr[r + 1]])
-        got, stop, rbad = dis.sweep(code, base, min(end, limit), limit, resync,
-                                    np.array(resync, np.uint64) if cheap else None)
-        pieces.extend(got)
-        piece_range.extend(np.full(len(g.addr), r, np.int64) for g in got)
-        counts[r] = sum(len(d.addr) for d in got)
-        decoded[r] = True
-        ends[r] = stop
-        bad.extend((r, a) for a in rbad)
-    d = Decoded.empty()
-    rng = np.zeros(0, np.uint64)
-    if pieces:
-        d = Decoded(*(np.concatenate([getattr(p, f) for p in pieces])
-                      for f in ("addr", "size", "kinds", "target", "cheap")))
-        rng = np.concatenate(piece_range).astype(np.uint64)
-    return SweptRows(d, rng.astype(np.int64), decoded, ends, bad)
+        state.sweep_alone(r, sec, base, end)
+    return state.result()
 
 
 def code_table(dis: Disassembler, data: bytes | memoryview, sections: list,

@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -318,11 +319,19 @@ def _validate(z: dict, key: str, num_ranges: int) -> tuple[np.ndarray, SweptRows
 def cached_sweep_rows(cache: DisasmCache, dis: Disassembler, data: bytes | memoryview,
                       sections: list, m: object, range_section: np.ndarray,
                       block_start: np.ndarray, range_end: np.ndarray,
-                      want: np.ndarray | None = None) -> SweptRows:
+                      want: np.ndarray | None = None,
+                      sweep: Callable[[np.ndarray], SweptRows] | None = None) -> SweptRows:
     """:func:`~bbmap.binary.disasm.sweep_rows` (with the ``cheap`` column) of the ranges
     ``want`` (bool per range, default all), taking what the cache has and sweeping the
-    rest; the cache entry is updated when something new was swept."""
+    rest; the cache entry is updated when something new was swept.  ``sweep``: how the
+    rest is swept (the run's shared sweep, ``bbmap.cfg.SharedSweep.rows``, which already
+    holds the ranges an earlier phase read); by default :func:`sweep_rows`."""
     from bbmap.binary.disasm import sweep_rows
+
+    if sweep is None:
+        def sweep(missing: np.ndarray) -> SweptRows:
+            return sweep_rows(dis, data, sections, m, range_section, block_start,
+                              range_end, missing, cheap=True)
 
     R = m.num_ranges  # type: ignore[attr-defined]
     wanted = np.ones(R, bool) if want is None else np.asarray(want, bool)
@@ -339,33 +348,32 @@ def cached_sweep_rows(cache: DisasmCache, dis: Disassembler, data: bytes | memor
     cache.hit_ranges = int((wanted & covered).sum())
     cache.swept_ranges = int(missing.sum())
     if missing.any():
-        parts.append(sweep_rows(dis, data, sections, m, range_section, block_start,
-                                range_end, missing, cheap=True))
-        union = _merge(parts, covered, missing, R)
+        parts.append(sweep(missing))
+        union = merge_swept(list(zip(parts, [covered, missing][-len(parts):])), R)
         covered = covered | missing
         cache.store(key, np.flatnonzero(covered), union)
     else:
         union = parts[0]
-    return _select(union, wanted, covered)
+    return select_swept(union, wanted, covered)
 
 
-def _merge(parts: list[SweptRows], covered: np.ndarray, fresh: np.ndarray, R: int
-           ) -> SweptRows:
-    """The cached part (ranges ``covered``) and the fresh sweep (ranges ``fresh``)."""
+def merge_swept(parts: list[tuple[SweptRows, np.ndarray]], R: int) -> SweptRows:
+    """One sweep of ``R`` ranges from parts that each cover their mask's ranges (the
+    cached part and the fresh sweep; the sweeps of a run's phases)."""
     decoded = np.zeros(R, bool)
     end = np.zeros(R, np.uint64)
     bad: list[tuple[int, int]] = []
-    for part, mask in zip(parts, [covered, fresh][-len(parts):]):
+    for part, mask in parts:
         decoded[mask] = part.decoded[mask]
         end[mask] = part.end[mask]
         bad.extend(x for x in part.bad if mask[x[0]])
-    rows = Decoded(*(np.concatenate([getattr(p.rows, f) for p in parts]).astype(t)
+    rows = Decoded(*(np.concatenate([getattr(p.rows, f) for p, _ in parts]).astype(t)
                      for f, t in _ROW_FIELDS.items()))
-    rr = np.concatenate([p.row_range for p in parts])
+    rr = np.concatenate([p.row_range for p, _ in parts])
     return SweptRows(rows, rr, decoded, end, sorted(bad))
 
 
-def _select(s: SweptRows, wanted: np.ndarray, covered: np.ndarray) -> SweptRows:
+def select_swept(s: SweptRows, wanted: np.ndarray, covered: np.ndarray) -> SweptRows:
     """Only the ranges ``wanted`` of ``s`` (which covers the ranges ``covered``): the
     others look as a sweep that left them out does."""
     if not (covered & ~wanted).any():

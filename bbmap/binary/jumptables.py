@@ -43,6 +43,7 @@ _PREFIXES = np.zeros(256, bool)
 _PREFIXES[[0xF0, 0xF2, 0xF3, 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65, 0x66, 0x67]] = True
 _WINDOW = 16  # bytes looked at per instruction (x86 instructions are at most 15)
 NO_SECTION = -(1 << 62)  # ``delta`` of a block in no section
+JUMP_TABLE_MAX = 4096  # entries read at most from one table (a guard against a bad bound)
 
 
 @dataclass
@@ -127,6 +128,171 @@ def _contiguous(row_start: np.ndarray, row_size: np.ndarray, first: np.ndarray,
     return ok
 
 
+class _Rows:
+    """Every row of the contiguous candidate blocks, with its decoded fields."""
+
+    def __init__(self, image: np.ndarray, row_start: np.ndarray, first: np.ndarray,
+                 n_insn: np.ndarray, delta: np.ndarray, ok: np.ndarray) -> None:
+        self.own = np.flatnonzero(ok)  # the candidates read here
+        self.lens = lens = n_insn[self.own]
+        self.rows = rows = np.repeat(first[self.own] - np.cumsum(lens) + lens, lens) + \
+            np.arange(int(lens.sum()))
+        self.blk = blk = np.repeat(self.own, lens)  # candidate of each row
+        self.pos = rows - first[blk]  # position in its block
+        off = row_start[rows].astype(np.int64) + delta[blk]
+        self.ins = _Insns(image[np.clip(off[:, None] + np.arange(_WINDOW), 0, len(image) - 1)])
+        self.last = self.pos == n_insn[blk] - 1
+        jmp_row = np.full(len(first), -1, np.int64)
+        jmp_row[blk[self.last]] = np.flatnonzero(self.last)
+        self.j = jmp_row[self.own]  # each candidate's jmp (its last row)
+
+
+@dataclass
+class _Loads:
+    """Per candidate: the table load the shapes found and what is decided already."""
+
+    index: np.ndarray  # i8: the index register (-1: none)
+    load_pos: np.ndarray  # i8: the row reading the table, in its block (-1: none)
+    unsure: np.ndarray  # bool: a prefixed lea or unread prefixes (the reference's)
+    decided: np.ndarray  # bool: status final
+    bound: np.ndarray  # bool: a table whose bound is still to find
+
+
+def _table_loads(r: _Rows, row_start: np.ndarray, row_size: np.ndarray,
+                 out: JumpShapes) -> _Loads:
+    """The table read: PIC (``movsxd r', [base + i*s]; add r, base; jmp r`` with the
+    block's last ``lea base, [rip + T]``) or absolute (``jmp [T + i*8]``); fills the
+    table, entry size and relative columns and the NO_TABLE verdicts."""
+    C, ins, own, lens, blk, j = len(out.status), r.ins, r.own, r.lens, r.blk, r.j
+    # ---- lea (any form is neutral for the bound scan; rip-relative ones load a base)
+    lea = ins.op == 0x8D
+    lea_rip = lea & ins.clean & (ins.mod == 0) & (ins.rm_low == 5)
+    lea_target = (row_start[r.rows].astype(np.int64) + row_size[r.rows].astype(np.int64)
+                  + ins.imm(2, 4))
+    unsure = np.zeros(C, bool)
+    np.logical_or.at(unsure, blk[(lea & ~ins.clean) | ins.weird], True)
+    # ---- the jmp (last row): FF /4
+    is_jmp = ins.clean[j] & (ins.op[j] == 0xFF) & (((ins.op2[j] >> 3) & 7) == 4)
+    jmp_reg = is_jmp & (ins.mod[j] == 3)
+    jmp_mem = is_jmp & (ins.mod[j] != 3)
+    sib = jmp_mem & (ins.rm_low[j] == 4)
+    no_index_mem = jmp_mem & (~sib | ins.sib_no_index[j])  # jmp [mem] without index
+    absolute = sib & ~ins.sib_no_index[j] & (ins.mod[j] == 0) & (ins.sib_base_low[j] == 5)
+    # (jmp [base + i*8] with a base register: the reference)
+    # ---- PIC: movsxd r', [base + i*s]; add r, base; jmp r
+    a = np.where(lens >= 3, j - 1, 0)
+    mv = np.where(lens >= 3, j - 2, 0)
+    add_rr = ins.clean[a] & ((ins.rex[a] & 8) != 0) & (ins.mod[a] == 3) & \
+        ((ins.op[a] == 0x01) | (ins.op[a] == 0x03))
+    add_dst = np.where(ins.op[a] == 0x01, ins.rm[a], ins.reg[a])
+    add_src = np.where(ins.op[a] == 0x01, ins.reg[a], ins.rm[a])
+    movsxd = ins.clean[mv] & (ins.op[mv] == 0x63) & (ins.mod[mv] != 3) & \
+        (ins.rm_low[mv] == 4) & ~ins.sib_no_index[mv] & \
+        ~((ins.mod[mv] == 0) & (ins.sib_base_low[mv] == 5))
+    pic = jmp_reg & (lens >= 3) & add_rr & (add_dst == ins.rm[j]) & movsxd & \
+        (ins.sib_base[mv] == add_src)
+    # the base's table: the block's last lea [rip + T] into the base register before the jmp
+    base_of = np.full(C, -1, np.int64)
+    base_of[own] = np.where(pic, add_src, -1)
+    hit = lea_rip & (base_of[blk] == ins.reg) & ~r.last
+    lea_last = np.full(C, -1, np.int64)
+    np.maximum.at(lea_last, blk[hit], np.flatnonzero(hit))
+
+    index = np.full(C, -1, np.int64)
+    load_pos = np.full(C, -1, np.int64)
+    cpic = own[pic]
+    index[cpic] = ins.sib_index[mv[pic]]
+    out.entry_size[cpic] = ins.sib_scale[mv[pic]]
+    out.relative[cpic] = True
+    load_pos[cpic] = lens[pic] - 3
+    has_lea = lea_last[cpic] >= 0
+    out.table[cpic[has_lea]] = lea_target[lea_last[cpic[has_lea]]].astype(np.uint64)
+    cabs = own[absolute]
+    index[cabs] = ins.sib_index[j[absolute]]
+    out.entry_size[cabs] = ins.sib_scale[j[absolute]]
+    out.table[cabs] = ins.imm(3, 4)[j[absolute]].astype(np.uint64)  # disp32, sign-extended
+    load_pos[cabs] = lens[absolute] - 1
+
+    decided = np.zeros(C, bool)
+    # no index (jmp [rip + x], jmp [reg + d]): no table; a register jump not of the PIC
+    # shape, a based table jump: the reference
+    none = own[no_index_mem]
+    out.status[none] = NO_TABLE
+    decided[none] = True
+    nolea = cpic[~has_lea & ~unsure[cpic]]
+    out.status[nolea] = NO_TABLE
+    decided[nolea] = True
+    odd = np.zeros(C, bool)
+    odd[cpic] = True
+    odd[cabs] = True
+    odd &= ~decided & ~np.isin(out.entry_size, (4, 8))
+    out.status[odd] = NO_TABLE
+    decided |= odd
+    bound = np.zeros(C, bool)
+    bound[cpic[has_lea]] = True
+    bound[cabs] = True
+    bound &= ~decided
+    return _Loads(index, load_pos, unsure, decided, bound)
+
+
+def _mask_bound(r: _Rows, ld: _Loads, out: JumpShapes) -> None:
+    """The rows before the load: nothing but lea and register moves leaving the index
+    alone, or first going back an ``and i, 2**k - 1`` (2**k entries); anything else is
+    the reference's to read.  Leaves ``ld.bound`` on the tables with no row to pass."""
+    ins, blk = r.ins, r.blk
+    before = r.pos < ld.load_pos[blk]
+    mov_rr = ins.clean & (ins.mod == 3) & ((ins.op == 0x89) | (ins.op == 0x8B))
+    mov_dst = np.where(ins.op == 0x89, ins.rm, ins.reg)
+    lea_sure = (ins.op == 0x8D) & ins.clean
+    neutral = lea_sure | (mov_rr & (mov_dst != ld.index[blk]))
+    last_other = np.full(len(out.status), -1, np.int64)
+    other = before & ~neutral
+    np.maximum.at(last_other, blk[other], np.flatnonzero(other))
+    ld.bound &= ~ld.unsure
+    masked = np.flatnonzero(ld.bound & (last_other >= 0))
+    if len(masked):
+        q = last_other[masked]
+        is_and = ins.clean[q] & (ins.mod[q] == 3) & (((ins.op2[q] >> 3) & 7) == 4) & \
+            ((ins.op[q] == 0x83) | (ins.op[q] == 0x81))
+        imm = np.where(ins.op[q] == 0x83, ins.imm(2, 1)[q], ins.imm(2, 4)[q])
+        good = is_and & (ins.rm[q] == ld.index[masked]) & (imm > 0) & ((imm & (imm + 1)) == 0)
+        sel = masked[good]
+        out.count[sel] = imm[good] + 1
+        out.status[sel] = FOUND
+        ld.decided[sel] = True
+    ld.bound &= last_other < 0
+
+
+def _guard_bound(image: np.ndarray, row_start: np.ndarray, need: np.ndarray,
+                 prev_first: np.ndarray, prev_n: np.ndarray, prev_delta: np.ndarray,
+                 ld: _Loads, out: JumpShapes) -> None:
+    """The block falling into each of ``need`` ends ``cmp i, N`` + ``ja``/``jae``:
+    N+1 / N entries."""
+    pr = np.concatenate([prev_first[need] + prev_n[need] - 2,
+                         prev_first[need] + prev_n[need] - 1])
+    poff = row_start[pr].astype(np.int64) + np.concatenate([prev_delta[need]] * 2)
+    pins = _Insns(image[np.clip(poff[:, None] + np.arange(_WINDOW), 0, len(image) - 1)])
+    k = len(need)
+    c, g = np.arange(k), np.arange(k, 2 * k)
+    ja = pins.clean[g] & (((pins.op[g] == 0x77) | (pins.op[g] == 0x73)) & ~pins.has_rex[g]
+                          | ((pins.op[g] == 0x0F) & ((pins.op2[g] == 0x87)
+                                                     | (pins.op2[g] == 0x83))
+                             & ~pins.has_rex[g]))
+    above = (pins.op[g] == 0x77) | ((pins.op[g] == 0x0F) & (pins.op2[g] == 0x87))
+    cmp83 = (pins.op[c] == 0x83) & (pins.mod[c] == 3) & (((pins.op2[c] >> 3) & 7) == 7)
+    cmp81 = (pins.op[c] == 0x81) & (pins.mod[c] == 3) & (((pins.op2[c] >> 3) & 7) == 7)
+    cmp3d = pins.op[c] == 0x3D
+    creg = np.where(cmp3d, 0, pins.rm[c])
+    n = np.where(cmp83, pins.imm(2, 1)[c],
+                 np.where(cmp81, pins.imm(2, 4)[c], pins.imm(1, 4)[c]))
+    good = ja & pins.clean[c] & (cmp83 | cmp81 | cmp3d) & (creg == ld.index[need])
+    cnt = np.where(above, n + 1, n)
+    sel = need[good]
+    out.count[sel] = cnt[good]
+    out.status[sel] = FOUND
+    ld.decided[sel] = True
+
+
 def decode_shapes(image: np.ndarray, row_start: np.ndarray, row_size: np.ndarray,
                   first: np.ndarray, n_insn: np.ndarray, bstart: np.ndarray,
                   bend: np.ndarray, delta: np.ndarray, prev_jcc: np.ndarray,
@@ -141,12 +307,9 @@ def decode_shapes(image: np.ndarray, row_start: np.ndarray, row_size: np.ndarray
     ends in a conditional jump (the reference reads that block for the bound); the
     ``prev_*`` columns are that block's rows, range and section delta."""
     C = len(first)
-    status = np.full(C, FALLBACK, np.uint8)
-    jump = np.zeros(C, np.uint64)
-    table = np.zeros(C, np.uint64)
-    esize = np.zeros(C, np.int64)
-    relative = np.zeros(C, bool)
-    count = np.full(C, -1, np.int64)
+    out = JumpShapes(np.full(C, FALLBACK, np.uint8), np.zeros(C, np.uint64),
+                     np.zeros(C, np.uint64), np.zeros(C, np.int64), np.zeros(C, bool),
+                     np.full(C, -1, np.int64))
     contiguous = _contiguous(row_start, row_size, first, n_insn, bstart, bend) & \
         (delta != NO_SECTION)
     prev_ok = prev_jcc & (prev_delta != NO_SECTION)
@@ -154,151 +317,16 @@ def decode_shapes(image: np.ndarray, row_start: np.ndarray, row_size: np.ndarray
                                    prev_start[prev_ok], prev_end[prev_ok])
     ok = contiguous & (n_insn >= 1)
     if not ok.any():
-        return JumpShapes(status, jump, table, esize, relative, count)
-    # every row of the candidate blocks, and the last two of the blocks before them
-    own = np.flatnonzero(ok)
-    lens = n_insn[own]
-    rows = np.repeat(first[own] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-    blk = np.repeat(own, lens)  # candidate of each row
-    pos = rows - first[blk]  # position in its block
-    off = row_start[rows].astype(np.int64) + delta[blk]
-    win = image[np.clip(off[:, None] + np.arange(_WINDOW), 0, len(image) - 1)]
-    ins = _Insns(win)
-    last = pos == n_insn[blk] - 1
-    jmp_row = np.full(C, -1, np.int64)
-    jmp_row[blk[last]] = np.flatnonzero(last)
-    jump[own] = row_start[rows[jmp_row[own]]]
-
-    # ---- lea (any form is neutral for the bound scan; rip-relative ones load a base)
-    lea = ins.op == 0x8D
-    lea_sure = lea & ins.clean
-    lea_rip = lea_sure & (ins.mod == 0) & (ins.rm_low == 5)
-    lea_target = (row_start[rows].astype(np.int64) + row_size[rows].astype(np.int64)
-                  + ins.imm(2, 4))
-    unsure = np.zeros(C, bool)  # a prefixed lea, or prefixes we do not read: the reference
-    np.logical_or.at(unsure, blk[(lea & ~ins.clean) | ins.weird], True)
-
-    # ---- the jmp (last row): FF /4
-    j = jmp_row[own]
-    jop = ins.op[j] == 0xFF
-    jreg_field = (ins.op2[j] >> 3) & 7
-    is_jmp = ins.clean[j] & jop & (jreg_field == 4)
-    jmp_reg = is_jmp & (ins.mod[j] == 3)
-    jmp_mem = is_jmp & (ins.mod[j] != 3)
-    sib = jmp_mem & (ins.rm_low[j] == 4)
-    no_index_mem = jmp_mem & (~sib | ins.sib_no_index[j])  # jmp [mem] without index
-    absolute = sib & ~ins.sib_no_index[j] & (ins.mod[j] == 0) & (ins.sib_base_low[j] == 5)
-    # (jmp [base + i*8] with a base register: the reference)
-
-    # ---- PIC: movsxd r', [base + i*s]; add r, base; jmp r
-    a = np.where(lens >= 3, j - 1, 0)
-    mv = np.where(lens >= 3, j - 2, 0)
-    add_rr = ins.clean[a] & ((ins.rex[a] & 8) != 0) & (ins.mod[a] == 3) & \
-        ((ins.op[a] == 0x01) | (ins.op[a] == 0x03))
-    add_dst = np.where(ins.op[a] == 0x01, ins.rm[a], ins.reg[a])
-    add_src = np.where(ins.op[a] == 0x01, ins.reg[a], ins.rm[a])
-    movsxd = ins.clean[mv] & (ins.op[mv] == 0x63) & (ins.mod[mv] != 3) & \
-        (ins.rm_low[mv] == 4) & ~ins.sib_no_index[mv] & \
-        ~((ins.mod[mv] == 0) & (ins.sib_base_low[mv] == 5))
-    pic = jmp_reg & (lens >= 3) & add_rr & (add_dst == ins.rm[j]) & movsxd & \
-        (ins.sib_base[mv] == add_src)
-
-    # the base's table: the block's last lea [rip + T] into the base register before the jmp
-    base_of = np.full(C, -1, np.int64)
-    base_of[own] = np.where(pic, add_src, -1)
-    hit = lea_rip & (base_of[blk] == ins.reg) & ~last
-    lea_last = np.full(C, -1, np.int64)
-    np.maximum.at(lea_last, blk[hit], np.flatnonzero(hit))
-
-    index = np.full(C, -1, np.int64)
-    load_pos = np.full(C, -1, np.int64)  # the row reading the table, in its block
-    cpic = own[pic]
-    index[cpic] = ins.sib_index[mv[pic]]
-    esize[cpic] = ins.sib_scale[mv[pic]]
-    relative[cpic] = True
-    load_pos[cpic] = lens[pic] - 3
-    has_lea = lea_last[cpic] >= 0
-    table[cpic[has_lea]] = lea_target[lea_last[cpic[has_lea]]].astype(np.uint64)
-    cabs = own[absolute]
-    index[cabs] = ins.sib_index[j[absolute]]
-    esize[cabs] = ins.sib_scale[j[absolute]]
-    table[cabs] = ins.imm(3, 4)[j[absolute]].astype(np.uint64)  # disp32, sign-extended
-    load_pos[cabs] = lens[absolute] - 1
-
-    decided = np.zeros(C, bool)
-    # no index (jmp [rip + x], jmp [reg + d]): no table; a register jump not of the PIC
-    # shape, a based table jump: the reference
-    none = own[no_index_mem]
-    status[none] = NO_TABLE
-    decided[none] = True
-    nolea = cpic[~has_lea & ~unsure[cpic]]
-    status[nolea] = NO_TABLE
-    decided[nolea] = True
-    odd = np.zeros(C, bool)
-    odd[cpic] = True
-    odd[cabs] = True
-    odd &= ~decided & ~np.isin(esize, (4, 8))
-    status[odd] = NO_TABLE
-    decided |= odd
-    bound = np.zeros(C, bool)
-    bound[cpic[has_lea]] = True
-    bound[cabs] = True
-    bound &= ~decided
-
-    # ---- the bound: the rows before the load are all lea; the block before ends
-    # ``cmp i, N`` + ``ja``/``jae`` (or the reference ends its scan: no bound)
-    # (a ``mov`` between two registers other than the index is passed over too)
-    before = pos < load_pos[blk]
-    mov_rr = ins.clean & (ins.mod == 3) & ((ins.op == 0x89) | (ins.op == 0x8B))
-    mov_dst = np.where(ins.op == 0x89, ins.rm, ins.reg)
-    neutral = lea_sure | (mov_rr & (mov_dst != index[blk]))
-    # the first other instruction going back from the load: ``and i, 2**k - 1`` bounds
-    # the table (2**k entries); anything else is the reference's to read
-    last_other = np.full(C, -1, np.int64)
-    other = before & ~neutral
-    np.maximum.at(last_other, blk[other], np.flatnonzero(other))
-    bound &= ~unsure
-    masked = np.flatnonzero(bound & (last_other >= 0))
-    if len(masked):
-        r = last_other[masked]
-        is_and = ins.clean[r] & (ins.mod[r] == 3) & (((ins.op2[r] >> 3) & 7) == 4) & \
-            ((ins.op[r] == 0x83) | (ins.op[r] == 0x81))
-        imm = np.where(ins.op[r] == 0x83, ins.imm(2, 1)[r], ins.imm(2, 4)[r])
-        good = is_and & (ins.rm[r] == index[masked]) & (imm > 0) & ((imm & (imm + 1)) == 0)
-        sel = masked[good]
-        count[sel] = imm[good] + 1
-        status[sel] = FOUND
-        decided[sel] = True
-    bound &= last_other < 0
-    no_prev = bound & ~prev_jcc
-    status[no_prev] = NO_BOUND
-    decided |= no_prev
-    need = np.flatnonzero(bound & prev_jcc & prev_ok & (prev_n >= 2))
+        return out
+    r = _Rows(image, row_start, first, n_insn, delta, ok)
+    out.jump[r.own] = row_start[r.rows[r.j]]
+    ld = _table_loads(r, row_start, row_size, out)
+    _mask_bound(r, ld, out)
+    no_prev = ld.bound & ~prev_jcc
+    out.status[no_prev] = NO_BOUND
+    ld.decided |= no_prev
+    need = np.flatnonzero(ld.bound & prev_jcc & prev_ok & (prev_n >= 2))
     if len(need):
-        pr = np.concatenate([prev_first[need] + prev_n[need] - 2,
-                             prev_first[need] + prev_n[need] - 1])
-        poff = row_start[pr].astype(np.int64) + np.concatenate([prev_delta[need]] * 2)
-        pwin = image[np.clip(poff[:, None] + np.arange(_WINDOW), 0, len(image) - 1)]
-        pins = _Insns(pwin)
-        k = len(need)
-        c, g = np.arange(k), np.arange(k, 2 * k)
-        ja = pins.clean[g] & (((pins.op[g] == 0x77) | (pins.op[g] == 0x73)) & ~pins.has_rex[g]
-                              | ((pins.op[g] == 0x0F) & ((pins.op2[g] == 0x87)
-                                                         | (pins.op2[g] == 0x83))
-                                 & ~pins.has_rex[g]))
-        above = (pins.op[g] == 0x77) | ((pins.op[g] == 0x0F) & (pins.op2[g] == 0x87))
-        cmp83 = (pins.op[c] == 0x83) & (pins.mod[c] == 3) & (((pins.op2[c] >> 3) & 7) == 7)
-        cmp81 = (pins.op[c] == 0x81) & (pins.mod[c] == 3) & (((pins.op2[c] >> 3) & 7) == 7)
-        cmp3d = pins.op[c] == 0x3D
-        creg = np.where(cmp3d, 0, pins.rm[c])
-        n = np.where(cmp83, pins.imm(2, 1)[c],
-                     np.where(cmp81, pins.imm(2, 4)[c], pins.imm(1, 4)[c]))
-        good = ja & pins.clean[c] & (cmp83 | cmp81 | cmp3d) & (creg == index[need])
-        cnt = np.where(above, n + 1, n)
-        sel = need[good]
-        count[sel] = cnt[good]
-        status[sel] = FOUND
-        decided[sel] = True
-    fallback = ~decided
-    status[fallback] = FALLBACK
-    return JumpShapes(status, jump, table, esize, relative, count)
+        _guard_bound(image, row_start, need, prev_first, prev_n, prev_delta, ld, out)
+    out.status[~ld.decided] = FALLBACK
+    return out

@@ -11,13 +11,15 @@ from bbmap.cli import guarded, main
 from bbmap.cli.options import output_option, write_output
 from bbmap.cli.profile_args import (
     exit_if_failed,
+    ignored_deriving,
     profile_options,
+    refuse_ignored,
     run_options,
     split_inputs,
 )
 from bbmap.cli.stale_args import annotate_any, refuse_format, stale_options
+from bbmap.options import ANNOTATE_FORMAT_OPTIONS, BOLT_FORMATS, Status
 from bbmap.options import ANNOTATE_FORMATS as FORMATS
-from bbmap.options import BOLT_FORMATS, Status
 
 
 @main.command("annotate", short_help="Count a profile's samples and branches per basic block.")
@@ -63,6 +65,8 @@ def annotate_cmd(inputs: tuple[str, ...], fmt: str | None, output: str | None,
 
     perf_paths, binary = split_inputs(inputs, "bbmap annotate perf.data ./binary")
     refuse_format(fmt, profiled_binary)
+    refuse_ignored(f"--format {fmt}", [p for p, fmts in ANNOTATE_FORMAT_OPTIONS.items()
+                                       if fmt not in fmts] + ignored_deriving(fmt))
     progress = _progress_bar() if sys.stderr.isatty() else None
     if fmt == "aggregate":
         try:

@@ -13,6 +13,7 @@ from bbmap.cli.options import output_option
 from bbmap.cli.profile_args import (
     exit_if_failed,
     profile_options,
+    refuse_ignored,
     run_options,
     split_inputs,
 )
@@ -55,6 +56,8 @@ def cfg_cmd(inputs: tuple[str, ...], functions: tuple[str, ...], top: int, fmt: 
     perf_paths, binary = split_inputs(inputs, "bbmap cfg perf.data ./binary -o out.svg")
     if fmt is None:
         fmt = "dot" if output.lower().endswith((".dot", ".gv")) else "svg"
+    if fmt == "dot" and functions:  # no overview strip: the named functions only
+        refuse_ignored("--format dot with --function", ["top"])
     result = annotate(perf_paths, binary, options=run_options(**profile))
     keys = find_functions(result, functions, binary) if functions else None
     labels = range_labels(result)

@@ -10,7 +10,7 @@ import click
 from bbmap.atomic import Terminated
 from bbmap.cli import allow_quick_exit, guarded, main
 from bbmap.cli.options import OutputFile, output_option
-from bbmap.cli.profile_args import profile_options
+from bbmap.cli.profile_args import ignored_deriving, profile_options, refuse_ignored
 
 
 @main.command("fleet", short_help="Aggregate many profiles on Dask into one aggregate.")
@@ -67,6 +67,10 @@ def fleet_cmd(inputs: tuple[str, ...], output: str, json_out: str | None,
     if scheduler and local_workers:
         raise UsageError("--scheduler and --local-workers exclude each other")
     *profs, binary = inputs
+    # the aggregate is raw counts; only --json derives a result from it (no fit refusal,
+    # no disassembly cache)
+    refuse_ignored("fleet" + (" --json" if json_out else " without --json"),
+                   ["no_cache", "force"] if json_out else ignored_deriving("aggregate"))
     paths = expand_profiles(profs)
     ro = run_options(**profile)
     opts = ro.counting()

@@ -11,6 +11,7 @@ from bbmap.cli.options import OutputFile, output_option, write_output
 from bbmap.cli.profile_args import (
     exit_if_failed,
     profile_options,
+    refuse_ignored,
     run_options,
     split_inputs,
 )
@@ -82,6 +83,8 @@ def layout_cmd(inputs: tuple[str, ...], cc_profile: str | None, ld_profile: str 
         render_report_json,
     )
 
+    if not cc_profile:  # the cluster file's options, without a cluster file
+        refuse_ignored("layout without --cc-profile", ["cluster_version", "verbose"])
     if layout_only and split_only:
         raise UsageError("--layout-only and --split-only exclude each other (one reorders "
                          "without splitting, the other splits without reordering)")

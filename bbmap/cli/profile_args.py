@@ -15,10 +15,16 @@ from bbmap.options import (
     DUPLICATE_LBR,
     INFERENCE_MODES,
     MISMATCH_THRESHOLD,
+    OUTPUT_DERIVES,
     SAMPLE_MODEL_CHOICES,
     SOLVER_CHOICES,
     AnnotateOptions,
 )
+
+# the CLI parameter of each derived option (the keys of ``AnnotateOptions.deriving``)
+DERIVING_PARAMS = {"inference": "inference", "solver": "inference_solver",
+                   "sample_model": "sample_model", "disasm_cache": "no_cache",
+                   "force": "force"}
 
 _OPTIONS = (
     click.option("--name", "name", default=None, metavar="NAME",
@@ -74,6 +80,28 @@ def profile_options_besides_debug_dir(fn: Callable[..., Any]) -> Callable[..., A
         if option is not _OPTIONS[3]:  # debug_dir_option()
             fn = option(fn)
     return fn
+
+
+def ignored_deriving(output: str) -> list[str]:
+    """The CLI parameters of the derived work ``output`` does not read
+    (``bbmap.options.OUTPUT_DERIVES``)."""
+    reads = OUTPUT_DERIVES.get(output)
+    if reads is None:
+        return []
+    return [DERIVING_PARAMS[k] for k in AnnotateOptions().deriving() if k not in reads]
+
+
+def refuse_ignored(what: str, params: list[str]) -> None:
+    """A flag the user gave that ``what`` (an output) would not read is a usage error
+    (exit 2): the run would silently do something else than asked."""
+    ctx = click.get_current_context()
+    given = [p for p in dict.fromkeys(params)
+             if ctx.get_parameter_source(p) == click.core.ParameterSource.COMMANDLINE]
+    if not given:
+        return
+    flags = [next(x.opts[0] for x in ctx.command.params if x.name == p) for p in given]
+    raise UsageError(f"{what} does not read {', '.join(flags)}; drop "
+                     f"{'it' if len(flags) == 1 else 'them'}")
 
 
 def run_options(**profile: Any) -> AnnotateOptions:

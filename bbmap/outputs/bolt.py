@@ -16,7 +16,7 @@ fdata, one line per (source, destination) (``spec/bolt.md``)::
 
 The rules are perf2bolt's (``bolt/lib/Profile/DataAggregator.cpp``: processBranchEvents,
 doBranch, doTrace, getFallthroughsInTrace, writeAggregatedFile); where they need BOLT's
-functions or blocks, :mod:`bbmap.outputs.bolt_view` supplies them:
+functions or blocks, :mod:`bbmap.bolt_functions` supplies them:
 
 * a trace whose branch is a ``ret`` gives no branch line (``// Ignore returns``);
 * a branch inside one function (``to`` not at its entry) is intra: ``1 F a 1 F b``; any
@@ -45,9 +45,9 @@ from bbmap.aggregate.addresses import (
     EXTERNAL,
     AddressProfile,
     reduce_by_key,
-    sorted_unique,
 )
-from bbmap.outputs.bolt_view import IS_CALL, BoltView
+from bbmap.arrays import sorted_unique
+from bbmap.bolt_functions import IS_CALL, BoltView
 
 UNKNOWN = "[unknown]"  # writeAggregatedFile: a location with no function
 NO_LBR = "no_lbr"  # header of an IP-sample (basic events) fdata

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bbmap.aggregate.addresses import sorted_unique
 from bbmap.aggregate.lbr import EDGE_KINDS
 from bbmap.aggregate.result import AnnotateResult
-from bbmap.arrays import expand_ranges
+from bbmap.arrays import expand_ranges, sorted_unique
 
 
 @dataclass

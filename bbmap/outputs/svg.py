@@ -225,32 +225,37 @@ class _Box:
     col: int
 
 
-def _function_svg(ctx: PictureContext, fd: FunctionData, anchor: str, y0: float
-                  ) -> tuple[list[str], float, float]:
-    """One function's picture as a group at ``y0``; returns (svg, width, height)."""
-    r, m = ctx.result, ctx.result.block_map
-    vals = ctx.values
-    blocks = fd.blocks
-    scale = HeatScale(ctx.metric, int(vals[blocks].max()) if blocks else 0)
-    total_bytes = sum(int(m.block_size[b]) for b in blocks)
-    col_bytes = max((sum(int(m.block_size[b]) for b in c.blocks) for c in fd.columns),
-                    default=0)
-    ppb = 1.5 if col_bytes * 1.5 <= 2400 else max(0.25, 2400 / max(col_bytes, 1))
+@dataclass
+class _Layout:
+    """Where one function's picture puts everything."""
 
-    # vertical placement, per column
-    head_h = 52
-    legend_h = 52
-    top = head_h + legend_h + 8
+    boxes: dict[int, _Box]  # block -> its box
+    col_h: list[float]  # each column's height
+    col_x: list[float]  # each column's box x
+    ends: dict[int, tuple[float, float]]  # id(edge) -> arc ends, for arcs inside a column
+    lane_of: dict[int, int]  # id(edge) -> lane, for arcs inside a column
+    width: float
+
+
+_HEAD_H = 52  # title and subtitle
+_LEGEND_H = 52
+_TOP = _HEAD_H + _LEGEND_H + 8  # where the columns start
+
+
+def _place_boxes(ctx: PictureContext, fd: FunctionData, ppb: float
+                 ) -> tuple[dict[int, _Box], list[float]]:
+    """Vertical placement, per column.  A big function keeps every block, but its cold
+    ones (no heat, no drawn edge) shrink to thin unlabelled boxes (the tooltip still
+    tells all), so the hot code stands out."""
+    m, vals = ctx.result.block_map, ctx.values
     boxes: dict[int, _Box] = {}
-    col_h = []
-    # a big function keeps every block, but its cold ones (no heat, no drawn edge) shrink
-    # to thin unlabelled boxes (the tooltip still tells all), so the hot code stands out
-    compact = len(blocks) > COMPACT_BLOCKS
+    col_h: list[float] = []
+    compact = len(fd.blocks) > COMPACT_BLOCKS
     touched = {b for e in fd.taken for b in (e.src, e.dst)} | set(fd.fall)
     touched |= {nxt for c in fd.columns for b, nxt in zip(c.blocks, c.blocks[1:])
                 if b in fd.fall}
     for ci, c in enumerate(fd.columns):
-        y = top + COL_HEAD
+        y = _TOP + COL_HEAD
         gap = GAP
         for b in c.blocks:
             cold = compact and vals[b] == 0 and b not in touched
@@ -258,9 +263,17 @@ def _function_svg(ctx: PictureContext, fd: FunctionData, anchor: str, y0: float
             boxes[b] = _Box(0.0, y, h, ci)
             gap = GAP if not compact or b in fd.fall else GAP_COMPACT
             y += h + gap
-        col_h.append(y - gap - top)
+        col_h.append(y - gap - _TOP)
+    return boxes, col_h
 
-    # lanes for arcs inside each column, then horizontal placement
+
+def _layout(ctx: PictureContext, fd: FunctionData) -> _Layout:
+    """Boxes, then lanes for arcs inside each column, then horizontal placement."""
+    m = ctx.result.block_map
+    col_bytes = max((sum(int(m.block_size[b]) for b in c.blocks) for c in fd.columns),
+                    default=0)
+    ppb = 1.5 if col_bytes * 1.5 <= 2400 else max(0.25, 2400 / max(col_bytes, 1))
+    boxes, col_h = _place_boxes(ctx, fd, ppb)
     inside = [e for e in fd.taken if boxes[e.src].col == boxes[e.dst].col]
     ends = {id(e): _arc_ends(boxes[e.src], boxes[e.dst]) for e in inside}
     lane_of: dict[int, int] = {}
@@ -271,7 +284,7 @@ def _function_svg(ctx: PictureContext, fd: FunctionData, anchor: str, y0: float
         for e, ln in zip(es, _assign_lanes(spans)):
             lane_of[id(e)] = ln
             nlanes[ci] = max(nlanes[ci], ln + 1)
-    col_x = []
+    col_x: list[float] = []
     x = MARGIN
     for ci in range(len(fd.columns)):
         col_x.append(x + GUTTER)
@@ -279,39 +292,45 @@ def _function_svg(ctx: PictureContext, fd: FunctionData, anchor: str, y0: float
     for bx in boxes.values():
         bx.x = col_x[bx.col]
     width = max(x - COL_GAP + MARGIN, LEGEND_W + 2 * MARGIN)
+    return _Layout(boxes, col_h, col_x, ends, lane_of, width)
 
-    o = [f'<g id="{anchor}" class="function" data-name="{esc(fd.name)}" '
-         f'transform="translate(0,{_f(y0)})">', f"<title>{esc(fd.name)}</title>"]
-    # header
-    nblocks = len(blocks)
+
+def _header_svg(ctx: PictureContext, fd: FunctionData, scale: HeatScale,
+                width: float) -> list[str]:
+    """Title, the function's figures, the legend."""
+    r, m = ctx.result, ctx.result.block_map
+    total_bytes = sum(int(m.block_size[b]) for b in fd.blocks)
     pct = (100.0 * fd.samples / r.accounting.total_samples
            if r.accounting.total_samples else 0.0)
-    o.append(f'<text class="title" x="{MARGIN}" y="22">'
-             f'{esc(clip(fd.name, int((width - 2 * MARGIN) / 9)))}</text>')
-    sub = (f"{fd.address:#x} \u00b7 {len(fd.columns)} range(s) \u00b7 {nblocks} blocks "
-           f"\u00b7 {total_bytes} B \u00b7 {grouped(fd.samples)} samples ({pct:.1f}% of all)")
+    o = [f'<text class="title" x="{MARGIN}" y="22">'
+         f'{esc(clip(fd.name, int((width - 2 * MARGIN) / 9)))}</text>']
+    sub = (f"{fd.address:#x} \u00b7 {len(fd.columns)} range(s) \u00b7 {len(fd.blocks)} "
+           f"blocks \u00b7 {total_bytes} B \u00b7 {grouped(fd.samples)} samples "
+           f"({pct:.1f}% of all)")
     if r.has_lbr:
         sub += f" \u00b7 entry count {grouped(fd.entry_count)} (LBR)"
     o.append(f'<text class="sub" x="{MARGIN}" y="40">{esc(sub)}</text>')
-    leg, _ = _legend(scale, MARGIN, head_h, edges=True, lbr=r.has_lbr)
-    o += leg
+    leg, _ = _legend(scale, MARGIN, _HEAD_H, edges=True, lbr=r.has_lbr)
+    return o + leg
 
-    id_w = max((len(str(int(m.block_id[b]))) for b in blocks), default=1) * CH + 10
-    ad_w = max((len(f"{int(ctx.start[b]):#x}") for b in blocks), default=1) * CH + 10
-    ftmax = max(fd.fall.values(), default=0)
-    emax = max([e.count for e in fd.taken] + [ftmax, 0])
-    lbr = r.has_lbr
 
-    # columns: header, fall-through connectors, boxes
+def _columns_svg(ctx: PictureContext, fd: FunctionData, lay: _Layout, scale: HeatScale,
+                 emax: int) -> list[str]:
+    """Each column: its header, the fall-through connectors, the block boxes."""
+    r, m = ctx.result, ctx.result.block_map
+    id_w = max((len(str(int(m.block_id[b]))) for b in fd.blocks), default=1) * CH + 10
+    ad_w = max((len(f"{int(ctx.start[b]):#x}") for b in fd.blocks), default=1) * CH + 10
+    boxes = lay.boxes
+    o: list[str] = []
     for ci, c in enumerate(fd.columns):
-        cx = col_x[ci]
+        cx = lay.col_x[ci]
         cb = sum(int(m.block_size[b]) for b in c.blocks)
         cs = sum(int(r.block_samples[b]) for b in c.blocks)
         what = "entry" if c.entry else "part"
         label = f" {c.label}" if c.label else ""
-        o.append(f'<text class="colhead" x="{_f(cx)}" y="{_f(top + 13)}">'
+        o.append(f'<text class="colhead" x="{_f(cx)}" y="{_f(_TOP + 13)}">'
                  f'{esc(f"{what}{label} @ {c.base:#x}")}</text>')
-        o.append(f'<text class="colhead" x="{_f(cx)}" y="{_f(top + 27)}">'
+        o.append(f'<text class="colhead" x="{_f(cx)}" y="{_f(_TOP + 27)}">'
                  f'{esc(f"{len(c.blocks)} blocks, {cb} B, {grouped(cs)} samples")}</text>')
         for b, nb in zip(c.blocks, c.blocks[1:]):
             bb, nbx = boxes[b], boxes[nb]
@@ -328,42 +347,53 @@ def _function_svg(ctx: PictureContext, fd: FunctionData, anchor: str, y0: float
                 o.append(f'<line class="edge ft0" x1="{_f(lx)}" y1="{_f(y1)}" x2="{_f(lx)}" '
                          f'y2="{_f(y2)}" stroke="{C_FT_NONE}" stroke-width="1"/>')
         for b in c.blocks:
-            o += _block_svg(ctx, fd, b, boxes[b], scale, id_w, ad_w, lbr)
+            o += _block_svg(ctx, fd, b, boxes[b], scale, id_w, ad_w, r.has_lbr)
+    return o
 
-    # taken edges, lightest first so the heavy ones stay on top
+
+def _edge_path(ctx: PictureContext, e: Edge, lay: _Layout
+               ) -> tuple[str, str, str, float, float, str, str]:
+    """An arc beside its column (back or forward) or a dashed curve to another column:
+    (path, colour, marker, label x, label y, class, dash)."""
+    sb, db = lay.boxes[e.src], lay.boxes[e.dst]
+    if sb.col == db.col:
+        y_a, y_b = lay.ends[id(e)]
+        d = ARC_BASE + lay.lane_of[id(e)] * LANE_W
+        x1 = sb.x + BOX_W
+        back = int(ctx.start[e.dst]) <= int(ctx.start[e.src])
+        colour, mk = (C_BACK, "back") if back else (C_FWD, "fwd")
+        k = d / 0.75  # control offset that puts the apex at x1 + d
+        path = (f"M{_f(x1)},{_f(y_a)} C{_f(x1 + k)},{_f(y_a)} {_f(x1 + k)},{_f(y_b)} "
+                f"{_f(x1 + 1)},{_f(y_b)}")
+        return path, colour, mk, x1 + d + 3, (y_a + y_b) / 2 + 3, "edge taken", ""
+    right = db.col > sb.col
+    sx = sb.x + BOX_W if right else sb.x
+    tx = db.x if right else db.x + BOX_W
+    sy, ty = sb.y + sb.h - 5, db.y + 5
+    k = max(40.0, abs(tx - sx) / 2)
+    k1, k2 = (k, -k) if right else (-k, k)
+    path = (f"M{_f(sx)},{_f(sy)} C{_f(sx + k1)},{_f(sy)} {_f(tx + k2)},{_f(ty)} "
+            f"{_f(tx)},{_f(ty)}")
+    lx = (sx + 3 * (sx + k1) + 3 * (tx + k2) + tx) / 8 + 3
+    ly = (sy + 3 * sy + 3 * ty + ty) / 8 - 3
+    return path, C_CROSS, "cross", lx, ly, "edge taken cross", ' stroke-dasharray="6 3"'
+
+
+def _taken_svg(ctx: PictureContext, fd: FunctionData, lay: _Layout, emax: int
+               ) -> list[str]:
+    """Taken edges, lightest first so the heavy ones stay on top, then the labels of
+    the heaviest above every edge, so no later arc hides a count."""
+    m = ctx.result.block_map
     drawn = sorted(fd.taken, key=lambda e: (e.count, -e.src, -e.dst, e.kind))
     label_min = sorted((e.count for e in fd.taken), reverse=True)[:24]
     label_floor = label_min[-1] if label_min else 0
+    o: list[str] = []
     labels: list[str] = []
     for e in drawn:
-        sb, db = boxes[e.src], boxes[e.dst]
         w = _width(e.count, emax)
         attrs = (f'data-from="{int(m.block_id[e.src])}" data-to="{int(m.block_id[e.dst])}" '
                  f'data-kind="{e.kind}" data-count="{e.count}"')
-        if sb.col == db.col:
-            y_a, y_b = ends[id(e)]
-            d = ARC_BASE + lane_of[id(e)] * LANE_W
-            x1 = sb.x + BOX_W
-            back = int(ctx.start[e.dst]) <= int(ctx.start[e.src])
-            colour, mk = (C_BACK, "back") if back else (C_FWD, "fwd")
-            k = d / 0.75  # control offset that puts the apex at x1 + d
-            path = (f"M{_f(x1)},{_f(y_a)} C{_f(x1 + k)},{_f(y_a)} {_f(x1 + k)},{_f(y_b)} "
-                    f"{_f(x1 + 1)},{_f(y_b)}")
-            lx, ly = x1 + d + 3, (y_a + y_b) / 2 + 3
-            cls, dash = "edge taken", ""
-        else:
-            right = db.col > sb.col
-            sx = sb.x + BOX_W if right else sb.x
-            tx = db.x if right else db.x + BOX_W
-            sy, ty = sb.y + sb.h - 5, db.y + 5
-            k = max(40.0, abs(tx - sx) / 2)
-            k1, k2 = (k, -k) if right else (-k, k)
-            path = (f"M{_f(sx)},{_f(sy)} C{_f(sx + k1)},{_f(sy)} {_f(tx + k2)},{_f(ty)} "
-                    f"{_f(tx)},{_f(ty)}")
-            colour, mk = C_CROSS, "cross"
-            lx = (sx + 3 * (sx + k1) + 3 * (tx + k2) + tx) / 8 + 3
-            ly = (sy + 3 * sy + 3 * ty + ty) / 8 - 3
-            cls, dash = "edge taken cross", ' stroke-dasharray="6 3"'
+        path, colour, mk, lx, ly, cls, dash = _edge_path(ctx, e, lay)
         # an edge into another range is what a split costs: never let it fade out
         op = _opacity(e.count, emax) if mk != "cross" else max(0.75, _opacity(e.count, emax))
         o.append(f'<path class="{cls}" d="{path}" stroke="{colour}" stroke-width="{_f(w)}" '
@@ -372,10 +402,25 @@ def _function_svg(ctx: PictureContext, fd: FunctionData, anchor: str, y0: float
         if e.count >= label_floor and e.count > 0:
             labels.append(f'<text class="lbl" x="{_f(lx)}" y="{_f(ly)}" fill="{colour}">'
                           f"{esc(_compact(e.count))}</text>")
-    o += labels  # above every edge, so no later arc hides a count
+    return o + labels
 
+
+def _function_svg(ctx: PictureContext, fd: FunctionData, anchor: str, y0: float
+                  ) -> tuple[list[str], float, float]:
+    """One function's picture as a group at ``y0``; returns (svg, width, height)."""
+    blocks = fd.blocks
+    scale = HeatScale(ctx.metric, int(ctx.values[blocks].max()) if blocks else 0)
+    lay = _layout(ctx, fd)
+    width = lay.width
+    o = [f'<g id="{anchor}" class="function" data-name="{esc(fd.name)}" '
+         f'transform="translate(0,{_f(y0)})">', f"<title>{esc(fd.name)}</title>"]
+    o += _header_svg(ctx, fd, scale, width)
+    ftmax = max(fd.fall.values(), default=0)
+    emax = max([e.count for e in fd.taken] + [ftmax, 0])
+    o += _columns_svg(ctx, fd, lay, scale, emax)
+    o += _taken_svg(ctx, fd, lay, emax)
     # footer: edges leaving / entering the function, omitted edges
-    y = top + max(col_h, default=0) + 22
+    y = _TOP + max(lay.col_h, default=0) + 22
     for line in _footer_lines(ctx, fd, int((width - 2 * MARGIN) / CH)):
         o.append(f'<text class="sub" x="{MARGIN}" y="{_f(y)}">{esc(line)}</text>')
         y += 15

@@ -16,7 +16,7 @@ import mmap
 import os
 import stat
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,6 +76,26 @@ class _Stream:
     first_bad_sample: tuple | None = None
     unknown_id_samples: int = 0
     bad_side: int = 0
+
+
+def _same_size_run(st: _Stream, mv, off: int, size: int, seq: int, k: int) -> int:
+    """How many of the next ``k`` records from ``off`` are samples of ``size`` bytes (all
+    their headers checked at once); they join the stream's runs, numbered from ``seq``,
+    after the single samples collected so far."""
+    types = np.ndarray((k,), "<u4", mv, off, (size,))
+    sizes = np.ndarray((k,), "<u2", mv, off + fmt.SIZE_AT, (size,))
+    good = (types == fmt.REC_SAMPLE) & (sizes == size)
+    m = k if good.all() else int(np.argmin(good))
+    if st.offs:
+        st.runs.append((np.array(st.offs, np.int64), np.array(st.seqs, np.int64)))
+        st.nruns += len(st.offs)
+        st.offs.clear()
+        st.seqs.clear()
+    st.runs.append((off + size * np.arange(m, dtype=np.int64),
+                    seq + np.arange(m, dtype=np.int64)))
+    st.nruns += m
+    st.counts[fmt.REC_SAMPLE] += m
+    return m
 
 
 # a pipe read once per process: (st_dev, st_ino) -> its copy in an unnamed temporary file,
@@ -471,20 +491,7 @@ class PerfData:
                     # a run of same-size samples: check the next headers all at once
                     k = min(probe, (end - off) // size, chunk - len(offs) - st.nruns)
                     if k >= 8:
-                        types = np.ndarray((k,), "<u4", mv, off, (size,))
-                        sizes = np.ndarray((k,), "<u2", mv, off + fmt.SIZE_AT, (size,))
-                        good = (types == fmt.REC_SAMPLE) & (sizes == size)
-                        m = k if good.all() else int(np.argmin(good))
-                        if offs:
-                            st.runs.append((np.array(offs, np.int64),
-                                            np.array(seqs, np.int64)))
-                            st.nruns += len(offs)
-                            offs.clear()
-                            seqs.clear()
-                        st.runs.append((off + size * np.arange(m, dtype=np.int64),
-                                        seq + np.arange(m, dtype=np.int64)))
-                        st.nruns += m
-                        counts[fmt.REC_SAMPLE] += m
+                        m = _same_size_run(st, mv, off, size, seq, k)
                         seq += m
                         off += m * size
                         if m == k:
@@ -532,45 +539,57 @@ class PerfData:
                 counts[typ] += 1
             else:
                 st.other_counts[typ] = st.other_counts.get(typ, 0) + 1
-            seq_here = seq
-            seq += 1
-            if typ in _SIDE_TYPES:
-                if offs or st.runs or st.parts:
-                    st.seq = seq
-                    yield from self._flush_samples(st, npbuf, origin)
-                    chunk = st.chunk
-                rec = self._side_record(st, typ, misc, mv, off, size, seq_here, origin)
-                if rec is not None:
-                    st.side.append(rec)
-                if origin is None and off - self._released >= _RELEASE_STEP:
-                    self._release(off)  # (pages fault back in if still needed)
-            elif typ in (fmt.REC_COMPRESSED, fmt.REC_COMPRESSED2):
-                st.seq = seq
-                yield from self._flush_samples(st, npbuf, origin, decode_only=True)
-                if origin is None:
-                    self.position = off
-                yield from self._compressed(st, typ, mv, off, size)
-                seq = st.seq
-                if origin is None and off - self._released >= _RELEASE_STEP:
-                    self._release(off)
-                chunk = st.chunk - st.nparts
-            elif typ == fmt.REC_TIME_CONV or typ == fmt.REC_ID_INDEX:
-                self._info_record(typ, mv, off, size, origin)
-            elif typ == fmt.REC_LOST and size >= _LOST_AT + _U64.size:
-                self.lost += _U64.unpack_from(mv, off + _LOST_AT)[0]
-            elif typ == fmt.REC_LOST_SAMPLES and size >= _LOST_SAMPLES_AT + _U64.size:
-                self.lost_samples += _U64.unpack_from(mv, off + _LOST_SAMPLES_AT)[0]
-            elif typ in _HEADER_TYPES:
-                key = off if origin is None else (origin, off)
-                if key not in self._header_seen:
-                    self._header_seen.add(key)
-                    self._header_record(typ, misc, mv, off, size, origin)
+            st.seq = seq + 1
+            new_chunk = yield from self._other_record(st, typ, misc, mv, npbuf, off, size, seq,
+                                                      origin)
+            seq = st.seq
+            if new_chunk is not None:
+                chunk = new_chunk
             off = nxt
         st.seq = seq
         if origin is not None:
             # samples of a decompressed buffer must be decoded before the buffer goes away
             yield from self._flush_samples(st, npbuf, origin, decode_only=True)
         return off
+
+    def _other_record(self, st: _Stream, typ: int, misc: int, mv, npbuf, off: int,
+                      size: int, seq_here: int, origin
+                      ) -> Generator[SampleBatch | SideRecords, None, int | None]:
+        """One record other than a sample, numbered ``seq_here`` (``st.seq`` is the next
+        number): side records are kept in stream order after the samples before them,
+        compressed ones walked, the rest read into the reader's fields.  Returns the
+        walk's new sample budget when samples were flushed (None: unchanged)."""
+        if typ in _SIDE_TYPES:
+            new_chunk = None
+            if st.offs or st.runs or st.parts:
+                yield from self._flush_samples(st, npbuf, origin)
+                new_chunk = st.chunk
+            rec = self._side_record(st, typ, misc, mv, off, size, seq_here, origin)
+            if rec is not None:
+                st.side.append(rec)
+            if origin is None and off - self._released >= _RELEASE_STEP:
+                self._release(off)  # (pages fault back in if still needed)
+            return new_chunk
+        if typ in (fmt.REC_COMPRESSED, fmt.REC_COMPRESSED2):
+            yield from self._flush_samples(st, npbuf, origin, decode_only=True)
+            if origin is None:
+                self.position = off
+            yield from self._compressed(st, typ, mv, off, size)
+            if origin is None and off - self._released >= _RELEASE_STEP:
+                self._release(off)
+            return st.chunk - st.nparts
+        if typ == fmt.REC_TIME_CONV or typ == fmt.REC_ID_INDEX:
+            self._info_record(typ, mv, off, size, origin)
+        elif typ == fmt.REC_LOST and size >= _LOST_AT + _U64.size:
+            self.lost += _U64.unpack_from(mv, off + _LOST_AT)[0]
+        elif typ == fmt.REC_LOST_SAMPLES and size >= _LOST_SAMPLES_AT + _U64.size:
+            self.lost_samples += _U64.unpack_from(mv, off + _LOST_SAMPLES_AT)[0]
+        elif typ in _HEADER_TYPES:
+            key = off if origin is None else (origin, off)
+            if key not in self._header_seen:
+                self._header_seen.add(key)
+                self._header_record(typ, misc, mv, off, size, origin)
+        return None
 
     def _release(self, upto: int) -> None:
         """Drop mapped pages already decoded (copies were taken), so RSS stays bounded."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.errors import Diagnostic, UsageError
+from bbmap.options import FAILED_STATUSES, Status
 from bbmap.stale.carry import MIN_CARRIED, CarryReport, carry
 
 
@@ -37,7 +39,7 @@ def annotate_stale(perf_paths: Iterable[str | os.PathLike], profiled_binary: str
     old = old_res.loaded if old_res.loaded is not None else \
         load_binary(profiled_binary, debug_dirs=dirs)
     old.refuse_relocatable()
-    if old_res.status in ("nothing_mapped", "refused"):
+    if old_res.status in FAILED_STATUSES:
         return old_res, CarryReport(profiled_binary, binary, threshold=threshold)
     res, rep = carry(old_res, old, new, inference=inference, solver=solver,
                      disasm_cache=disasm_cache, sample_model=sample_model,
@@ -50,8 +52,8 @@ def annotate_stale(perf_paths: Iterable[str | os.PathLike], profiled_binary: str
                 res.warnings.remove(w)
                 res.warnings.append(Diagnostic(w.message, severity="warning"))
         else:
-            res.status = "refused"
             for w in short:
                 res.warnings.remove(w)
                 res.warnings.insert(0, w)
+            res = replace(res, status=Status.REFUSED)
     return res, rep

@@ -89,10 +89,9 @@ class CarryReport:
         clang 22's match-infer profile is written from, under ``renames``."""
         from bbmap.run import apply_inference
 
-        r = self.old_result
-        if not r.has_counts:
-            apply_inference(r, self.old_bin, "on")
-        return r
+        if not self.old_result.has_counts:
+            self.old_result = apply_inference(self.old_result, self.old_bin, "on")
+        return self.old_result
 
     @property
     def samples(self) -> int:
@@ -269,15 +268,16 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
         warnings=[w for w in old_res.warnings if w.severity == "error"],
         status=old_res.status, block_start=block_starts_n,
         addresses=_carry_addresses(old_res.addresses, old_bin, bmap, exact, fo, fnp,
-                                   block_starts(mo), block_starts_n, extra_ips))
+                                   block_starts(mo), block_starts_n, extra_ips),
+        carried=report)
     if report.too_little:
         res.warnings.append(Diagnostic(
             f"only {100 * report.carried_share:.1f}% of the profile's block samples carried "
             f"from {old_bin.path} to {new_bin.path} (at least {100 * threshold:.0f}% needed; "
             "--force keeps the result)", severity="error"))
-    res.carried = report
-    apply_inference(res, new_bin, inference, solver=solver, disasm_cache=disasm_cache,
-                    sample_model=sample_model, unknown=unknown if unknown.any() else None)
+    res = apply_inference(res, new_bin, inference, solver=solver, disasm_cache=disasm_cache,
+                          sample_model=sample_model,
+                          unknown=unknown if unknown.any() else None)
     if res.count_source == "inferred" and B:
         cnt = np.asarray(res.block_count, np.float64)
         tot = np.bincount(bf_n, weights=cnt, minlength=mn.num_functions)

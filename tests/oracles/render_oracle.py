@@ -1,5 +1,5 @@
 # ruff: noqa: ANN001, ANN201 - a verbatim copy of the renderers being replaced
-"""annotate's JSON and CSV renderers as they were before the columnar writer (issue 17).
+"""annotate's JSON and CSV renderers as they were before the columnar writer.
 
 The oracle the fast writer is held to, byte for byte (``tests/test_outputs_render_oracle.py``
 runs both on every corpus profile): a dict per block encoded by the C JSON encoder, and

@@ -1,5 +1,5 @@
-"""The built-in min-cost circulation solver as issue 12 wrote it, kept verbatim as the
-oracle of the faster one in :mod:`bbmap.inference.solvers` (issue 17): the same
+"""The built-in min-cost circulation solver as it was first written, kept verbatim as the
+oracle of the faster one in :mod:`bbmap.inference.solvers`: the same
 successive-shortest-paths algorithm with the same tie-breaking, so the two must return
 the same flow on every network, not just the same objective
 (tests/test_inference_solver_builtin.py)."""

@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from bbmap.aggregate.addresses import sorted_unique
+from bbmap.arrays import sorted_unique
 from bbmap.binary.disasm import CALL, CALL_INDIRECT, JCC, JMP, JMP_INDIRECT, RET, TRAP
-from bbmap.cfg import JUMP_TABLE_MAX
+from bbmap.binary.jumptables import JUMP_TABLE_MAX
 from bbmap.formats.elf import (
     DW_EH_PE_ABSPTR,
     DW_EH_PE_APPLICATION_MASK,
