@@ -8,7 +8,7 @@ rest.  Without branch stacks, perf2bolt (22) writes no block of a sample profile
 so a sample profile carried to another build has no way into BOLT but this one: bbmap's
 inferred block and edge counts, written as a branch profile (``profile-flags: [ lbr ]``).
 
-Blocks are BOLT's, not the compiler's (:class:`bbmap.outputs.bolt_view.BoltView`: a leader
+Blocks are BOLT's, not the compiler's (:class:`bbmap.bolt_functions.BoltView`: a leader
 at each jump target and after each terminator), numbered in address order as BOLT's
 ``bid``; functions by BOLT's names (``NAME/N`` for local symbols).  A BOLT block's count is
 the count of the compiler's block it starts with; an edge between two of BOLT's blocks is
@@ -30,7 +30,7 @@ from bbmap.aggregate.lbr import K_BRANCH, K_FALLTHROUGH
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.binary.disasm import JMP, JMP_INDIRECT, RET, TRAP
 from bbmap.errors import BBMapError
-from bbmap.outputs.bolt_view import K_FDE, K_SYMBOL, BoltView
+from bbmap.bolt_functions import K_FDE, K_SYMBOL, BoltView
 from bbmap.outputs.bolt_yaml_hash import (
     blend,
     neighbour_hash,
