@@ -38,7 +38,7 @@ sys.path.insert(0, HERE)
 def problems(data: str, exe: str) -> list:
     """The FlowProblems ``annotate`` solves for ``data`` (default options)."""
     import bbmap.inference.counts as counts
-    from bbmap.aggregate import annotate
+    from bbmap.run import annotate
 
     seen = []
     orig = counts.infer

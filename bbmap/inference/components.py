@@ -113,6 +113,13 @@ def solve_split(s: Split, solver: str, lo: int = 0, hi: int | None = None,
     if solver == "auto":
         solver = "ortools" if solvers.available("ortools") else "builtin"
     a0, a1 = int(s.ptr[lo]), int(s.ptr[hi])
+    if solver == "builtin":
+        from bbmap.inference import solvers_fast
+
+        if solvers_fast.worth_it(a1 - a0, s.cap, s.cost,
+                                 int(s.nodes.max()) if len(s.nodes) else 0):
+            return solvers_fast.solve_functions(s.ptr, s.nodes, s.tail, s.head, s.cap,
+                                                s.cost, lo, hi, skip)
     out = np.zeros(a1 - a0, np.int64)
     ptr = s.ptr.tolist()
     nodes = s.nodes.tolist()
