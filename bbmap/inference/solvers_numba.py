@@ -32,118 +32,128 @@ def solve_all(ptr, nodes, tail, head, cap, cost, lo, hi, skip):  # noqa: ANN001,
     for k in range(lo, hi):
         big_n = max(big_n, nodes[k])
         big_m = max(big_m, ptr[k + 1] - ptr[k])
-    inf = np.int64(1) << 62
     res = np.empty(2 * big_m, np.int64)
-    adj_start = np.empty(big_n + 1, np.int64)
-    adj_fill = np.empty(big_n, np.int64)
-    adj_r = np.empty(2 * big_m, np.int64)
-    adj_v = np.empty(2 * big_m, np.int64)
-    adj_c = np.empty(2 * big_m, np.int64)
+    adj = np.empty((3, 2 * big_m), np.int64)  # each node's residual arcs: arc, to, cost
+    start = np.empty(big_n + 1, np.int64)
     excess = np.empty(big_n, np.int64)
     pot = np.empty(big_n, np.int64)
     dist = np.empty(big_n, np.int64)
-    pred = np.empty(big_n, np.int64)
-    pfrom = np.empty(big_n, np.int64)
+    pred = np.empty((2, big_n), np.int64)  # residual arc into each node, the node it leaves
     done = np.empty(big_n, np.bool_)
-    heap_d = np.empty(2 * big_m + big_n + 1, np.int64)
-    heap_u = np.empty(2 * big_m + big_n + 1, np.int64)
+    heap = np.empty((2, 2 * big_m + big_n + 1), np.int64)
     for k in range(lo, hi):
         if skip[k]:
             continue
         p = ptr[k]
         m = ptr[k + 1] - p
         n = nodes[k]
-        # residual capacities: negative-cost arcs start saturated
-        for j in range(n):
-            excess[j] = 0
-            pot[j] = 0
-            adj_start[j] = 0
-        adj_start[n] = 0
-        for a in range(m):
-            f = cap[p + a] if cost[p + a] < 0 else 0
-            res[2 * a] = cap[p + a] - f
-            res[2 * a + 1] = f
-            u = tail[p + a]
-            v = head[p + a]
-            adj_start[u + 1] += 1
-            adj_start[v + 1] += 1
-            if f != 0:
-                excess[v] += f
-                excess[u] -= f
-        for j in range(n):
-            adj_start[j + 1] += adj_start[j]
-            adj_fill[j] = adj_start[j]
-        for a in range(m):  # each node's residual arcs in the order _ssp appends them
-            u = tail[p + a]
-            v = head[p + a]
-            c = cost[p + a]
-            i = adj_fill[u]
-            adj_r[i], adj_v[i], adj_c[i] = 2 * a, v, c
-            adj_fill[u] = i + 1
-            i = adj_fill[v]
-            adj_r[i], adj_v[i], adj_c[i] = 2 * a + 1, u, -c
-            adj_fill[v] = i + 1
+        _residual(tail[p:p + m], head[p:p + m], cap[p:p + m], cost[p:p + m], n, res, adj,
+                  start, excess)
+        pot[:n] = 0
         while True:
-            hn = 0
-            for j in range(n):
-                dist[j] = inf
-                pred[j] = -1
-                pfrom[j] = -1
-                done[j] = False
-            for j in range(n):  # every source at distance 0; pushed in node order
-                if excess[j] > 0:
-                    dist[j] = 0
-                    hn = _push(heap_d, heap_u, hn, 0, j)
-            if hn == 0:
+            target = _shortest_path(n, res, adj, start, excess, pot, dist, pred, done, heap)
+            if target == -2:
                 break
-            target = -1
-            while hn > 0:
-                d = heap_d[0]
-                u = heap_u[0]
-                hn = _pop(heap_d, heap_u, hn)
-                if done[u] or d > dist[u]:
-                    continue
-                done[u] = True
-                if excess[u] < 0:
-                    target = u
-                    break
-                du = d + pot[u]
-                for i in range(adj_start[u], adj_start[u + 1]):
-                    r = adj_r[i]
-                    if res[r] <= 0:
-                        continue
-                    v = adj_v[i]
-                    nd = du + adj_c[i] - pot[v]
-                    if nd < dist[v]:
-                        dist[v] = nd
-                        pred[v] = r
-                        pfrom[v] = u
-                        hn = _push(heap_d, heap_u, hn, nd, v)
             if target < 0:
                 return out, k
-            dt = dist[target]
-            for j in range(n):
-                pot[j] += dist[j] if dist[j] < dt else dt
-            delta = -excess[target]
-            v = target
-            while pred[v] >= 0:
-                r = res[pred[v]]
-                if r < delta:
-                    delta = r
-                v = pfrom[v]
-            if excess[v] < delta:
-                delta = excess[v]
-            u = target
-            while pred[u] >= 0:
-                r = pred[u]
-                res[r] -= delta
-                res[r ^ 1] += delta
-                u = pfrom[u]
-            excess[u] -= delta
-            excess[target] += delta
+            _augment(n, target, res, excess, pot, dist, pred)
         for a in range(m):
             out[p - a0 + a] = res[2 * a + 1]
     return out, -1
+
+
+@_jit
+def _residual(tail, head, cap, cost, n, res, adj, start, excess):  # noqa: ANN001, ANN202
+    """One function's residual network: negative-cost arcs saturated (their ends' excess),
+    each node's residual arcs in CSR (``start``) in the order ``_ssp`` appends them."""
+    m = len(tail)
+    excess[:n] = 0
+    start[:n + 1] = 0
+    for a in range(m):
+        f = cap[a] if cost[a] < 0 else 0
+        res[2 * a] = cap[a] - f
+        res[2 * a + 1] = f
+        start[tail[a] + 1] += 1
+        start[head[a] + 1] += 1
+        if f != 0:
+            excess[head[a]] += f
+            excess[tail[a]] -= f
+    for j in range(n):
+        start[j + 1] += start[j]
+    fill = start[:n].copy()
+    for a in range(m):
+        u, v, c = tail[a], head[a], cost[a]
+        i = fill[u]
+        adj[0, i], adj[1, i], adj[2, i] = 2 * a, v, c
+        fill[u] = i + 1
+        i = fill[v]
+        adj[0, i], adj[1, i], adj[2, i] = 2 * a + 1, u, -c
+        fill[v] = i + 1
+
+
+@_jit
+def _shortest_path(n, res, adj, start, excess, pot, dist, pred, done, heap):  # noqa: ANN001, ANN202
+    """Dijkstra (reduced costs) from every node with excess to the first node with a
+    deficit popped: that node, -2 when no node has excess, -1 when none is reached."""
+    inf = np.int64(1) << 62
+    dist[:n] = inf
+    pred[:, :n] = -1
+    done[:n] = False
+    hn = 0
+    for j in range(n):  # every source at distance 0
+        if excess[j] > 0:
+            dist[j] = 0
+            hn = _push(heap, hn, 0, j)
+    if hn == 0:
+        return -2
+    while hn > 0:
+        d = heap[0, 0]
+        u = heap[1, 0]
+        hn = _pop(heap, hn)
+        if done[u] or d > dist[u]:
+            continue
+        done[u] = True
+        if excess[u] < 0:
+            return u
+        du = d + pot[u]
+        for i in range(start[u], start[u + 1]):
+            r = adj[0, i]
+            if res[r] <= 0:
+                continue
+            v = adj[1, i]
+            nd = du + adj[2, i] - pot[v]
+            if nd < dist[v]:
+                dist[v] = nd
+                pred[0, v] = r
+                pred[1, v] = u
+                hn = _push(heap, hn, nd, v)
+    return -1
+
+
+@_jit
+def _augment(n, target, res, excess, pot, dist, pred):  # noqa: ANN001, ANN202
+    """Raise the potentials by ``min(dist, dist[target])`` and push the path's bottleneck
+    (at most the source's excess and the target's deficit) along it."""
+    dt = dist[target]
+    for j in range(n):
+        pot[j] += dist[j] if dist[j] < dt else dt
+    delta = -excess[target]
+    v = target
+    while pred[0, v] >= 0:
+        r = res[pred[0, v]]
+        if r < delta:
+            delta = r
+        v = pred[1, v]
+    if excess[v] < delta:
+        delta = excess[v]
+    u = target
+    while pred[0, u] >= 0:
+        r = pred[0, u]
+        res[r] -= delta
+        res[r ^ 1] += delta
+        u = pred[1, u]
+    excess[u] -= delta
+    excess[target] += delta
 
 
 @_jit
@@ -152,42 +162,43 @@ def _less(d1, u1, d2, u2):  # noqa: ANN001, ANN202
 
 
 @_jit
-def _push(hd, hu, n, d, u):  # noqa: ANN001, ANN202
-    """Add ``(d, u)`` to the binary heap of ``n`` pairs; returns the new size."""
+def _push(heap, n, d, u):  # noqa: ANN001, ANN202
+    """Add ``(d, u)`` to the binary heap of ``n`` pairs (``heap[0]`` distances, ``heap[1]``
+    nodes; least pair first, as ``heapq`` orders tuples); returns the new size."""
     i = n
     while i > 0:
         parent = (i - 1) >> 1
-        if _less(d, u, hd[parent], hu[parent]):
-            hd[i] = hd[parent]
-            hu[i] = hu[parent]
+        if _less(d, u, heap[0, parent], heap[1, parent]):
+            heap[0, i] = heap[0, parent]
+            heap[1, i] = heap[1, parent]
             i = parent
         else:
             break
-    hd[i] = d
-    hu[i] = u
+    heap[0, i] = d
+    heap[1, i] = u
     return n + 1
 
 
 @_jit
-def _pop(hd, hu, n):  # noqa: ANN001, ANN202
+def _pop(heap, n):  # noqa: ANN001, ANN202
     """Remove the least pair (at 0) from the heap of ``n`` pairs; returns the new size."""
     n -= 1
-    d = hd[n]
-    u = hu[n]
+    d = heap[0, n]
+    u = heap[1, n]
     i = 0
     while True:
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and _less(hd[c + 1], hu[c + 1], hd[c], hu[c]):
+        if c + 1 < n and _less(heap[0, c + 1], heap[1, c + 1], heap[0, c], heap[1, c]):
             c += 1
-        if _less(hd[c], hu[c], d, u):
-            hd[i] = hd[c]
-            hu[i] = hu[c]
+        if _less(heap[0, c], heap[1, c], d, u):
+            heap[0, i] = heap[0, c]
+            heap[1, i] = heap[1, c]
             i = c
         else:
             break
     if n > 0:
-        hd[i] = d
-        hu[i] = u
+        heap[0, i] = d
+        heap[1, i] = u
     return n
