@@ -116,7 +116,10 @@ def solve_split(s: Split, solver: str, lo: int = 0, hi: int | None = None,
     if solver == "builtin":
         from bbmap.inference import solvers_fast
 
-        if solvers_fast.worth_it(a1 - a0, s.cap, s.cost,
+        todo = a1 - a0  # arcs to solve: the cache's hits cost nothing
+        if skip is not None and todo:
+            todo -= int(np.diff(s.ptr)[lo:hi][skip[lo:hi]].sum())
+        if solvers_fast.worth_it(todo, s.cap, s.cost,
                                  int(s.nodes.max()) if len(s.nodes) else 0):
             return solvers_fast.solve_functions(s.ptr, s.nodes, s.tail, s.head, s.cap,
                                                 s.cost, lo, hi, skip)

@@ -66,7 +66,7 @@ class FlowCache:
         h0.update(f"bbmap-flow-v{FLOW_CACHE_VERSION} {_solver_tag(solver)}\0".encode())
         cols = np.empty((len(s.tail), 4), np.int64)
         cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3] = s.tail, s.head, s.cap, s.cost
-        raw = memoryview(cols.tobytes())
+        raw = memoryview(cols).cast("B")  # the rows' bytes, not copied
         out = []
         ptr = s.ptr.tolist()
         for p, q in zip(ptr[:-1], ptr[1:]):
