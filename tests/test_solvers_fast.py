@@ -136,6 +136,22 @@ def test_auto_picks_the_builtin_solver_when_it_is_compiled(
     assert solvers.pick("auto") == ("ortools" if solvers.available("ortools") else "builtin")
 
 
+def test_auto_preloads_ortools_only_when_it_may_pick_it() -> None:
+    """With numba installed ``auto`` is the built-in solver, so ``preload('auto')`` maps
+    no OR-Tools library (nor imports anything of it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, threading; from bbmap.inference import solvers, solvers_fast; "
+            "solvers.preload('auto'); "
+            "ts = [t for t in threading.enumerate() if t.name == 'bbmap-preload-ortools']; "
+            "print(bool(ts) == (not solvers_fast.available() and solvers.available('ortools'))"
+            " or not solvers.available('ortools'))")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == ["True"]
+
+
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba (bbmap[fast]) not installed")
 def test_the_kernel_is_compiled_where_numba_is_installed() -> None:
     assert hasattr(solvers_numba.solve_all, "py_func")
