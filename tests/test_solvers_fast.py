@@ -174,3 +174,23 @@ def test_infer_with_the_builtin_solver_is_unchanged_by_the_kernel(p, data) -> No
         solvers_fast.FAST_MIN_ARCS = old
     assert np.array_equal(got.block_flow, ref.block_flow)
     assert np.array_equal(got.edge_flow, ref.edge_flow)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(), st.data())
+def test_the_kernel_in_worker_processes_gives_the_same_flows(p, data) -> None:  # noqa: ANN001
+    """Two worker processes, each running the kernel over its share of the functions,
+    give the flows of one process."""
+    from test_inference_components import _many
+
+    p = _many(_floored(draw_entries_and_edge_weights(p, data), data), 6)
+    old = solvers_fast.FAST_MIN_ARCS, components.PARALLEL_MIN_ARCS
+    try:
+        solvers_fast.FAST_MIN_ARCS = 0
+        components.PARALLEL_MIN_ARCS = 0
+        one = infer(p, "builtin", workers=1)
+        two = infer(p, "builtin", workers=2)
+    finally:
+        solvers_fast.FAST_MIN_ARCS, components.PARALLEL_MIN_ARCS = old
+    assert np.array_equal(one.block_flow, two.block_flow)
+    assert np.array_equal(one.edge_flow, two.edge_flow)
