@@ -7,7 +7,9 @@ captured at ``counts.infer``) are solved, every variant ``--rounds`` times in tu
 
 * ``whole network, ortools``: the previous way, one OR-Tools call for all functions (its
   flows depend on every function; shown for the time only);
-* per function with ``ortools`` and ``builtin``, one and two worker processes;
+* per function with ``ortools`` and ``builtin``, one and two worker processes (``builtin``
+  is the compiled kernel where numba is installed, bbmap/inference/solvers_fast.py), and
+  ``builtin`` in pure Python (the kernel's reference: the same flows);
 * ``ortools`` with the solved-function cache: first run (empty cache: solve and write) and
   cached (every function a hit, nothing written).
 
@@ -38,7 +40,7 @@ sys.path.insert(0, HERE)
 def problems(data: str, exe: str) -> list:
     """The FlowProblems ``annotate`` solves for ``data`` (default options)."""
     import bbmap.inference.counts as counts
-    from bbmap.aggregate import annotate
+    from bbmap.run import annotate
 
     seen = []
     orig = counts.infer
@@ -84,11 +86,22 @@ def bench_one(exe: str, data: str, rounds: int) -> None:
             shutil.rmtree(cache_dir, ignore_errors=True)
         return [infer(p, "ortools", cache=FlowCache(cache_dir)) for p in ps]
 
+    def python_builtin() -> list:
+        from bbmap.inference import solvers_fast
+
+        old = solvers_fast.FAST_MIN_ARCS
+        solvers_fast.FAST_MIN_ARCS = 1 << 62  # never the compiled kernel
+        try:
+            return [infer(p, "builtin") for p in ps]
+        finally:
+            solvers_fast.FAST_MIN_ARCS = old
+
     variants = {"whole network, ortools": lambda: whole("ortools")}
     for solver in ("ortools", "builtin"):
         for w in (1, 2):
             variants[f"per function, {solver}, {w} worker{'s' if w > 1 else ''}"] = \
                 (lambda s=solver, w=w: [infer(p, s, workers=w) for p in ps])
+    variants["per function, builtin, pure Python"] = lambda: python_builtin()
     variants["per function, ortools, cache: first run"] = lambda: cached(True)
     variants["per function, ortools, cache: cached"] = lambda: cached(False)
     times: dict[str, list[float]] = {k: [] for k in variants}

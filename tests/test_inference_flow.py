@@ -264,7 +264,7 @@ def test_preload_maps_the_ortools_library_without_importing_it():
 
     code = ("import sys, threading; from bbmap.inference import solvers; "
             "solvers.preload('builtin'); assert not solvers._preloading; "
-            "solvers.preload('auto'); solvers.preload('auto'); "
+            "solvers.preload('ortools'); solvers.preload('ortools'); "
             "ts = [t for t in threading.enumerate() if t.name == 'bbmap-preload-ortools']; "
             "assert len(ts) <= 1, ts; [t.join() for t in ts]; "
             "maps = open('/proc/self/maps').read(); "

@@ -160,6 +160,116 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
         hasid = 0
     else:
         hasid = np.repeat(ids.astype(np.int8), blocks_per_func)
+    ks, hpos, itype = _entry_tokens(w, c, m, r_nblk, B)
+    bad_tok = w.bad_np
+    any_bad_tok = bool(bad_tok.any())
+    wide = V.dtype.itemsize > 4
+    bad_blocks: list[np.ndarray] = []
+    off_t = ks + hasid
+    size_t = off_t + 1
+    ncs_full, size_t = _callsite_counts(w, (feff & FEAT_CALLSITE_OFFSETS) != 0,
+                                        blocks_per_func, off_t, size_t, itype, bad_blocks)
+    md_t = size_t + 1
+    raw_off = V[off_t]
+    raw_size = V[size_t]
+    raw_md = V[md_t]
+    if isinstance(hasid, int) and hasid:
+        raw_id = V[ks]
+    else:
+        local = np.arange(B, dtype=np.int64) - np.repeat(m.range_block_ptr[:-1], r_nblk)
+        raw_id = local.astype(V.dtype) if isinstance(hasid, int) else \
+            np.where(hasid == 1, V[ks], local.astype(V.dtype))
+    # value checks: metadata over 8 bits, 32-bit fields over 32 bits, malformed tokens
+    bad_block = raw_md > METADATA_MAX
+    if wide:
+        bad_block |= (raw_off > U32) | (raw_size > U32) | (raw_id > U32)
+    if any_bad_tok:
+        bad_block |= bad_tok[off_t] | bad_tok[size_t] | bad_tok[md_t]
+        if not isinstance(hasid, int) or hasid:
+            bad_block |= bad_tok[ks] & (hasid == 1)
+    bad_blocks.append(np.flatnonzero(bad_block))
+    del ks, size_t, md_t  # (freed before the block columns are made)
+    # callsites: running sums of the deltas, per block
+    m.block_cs_ptr = np.zeros(B + 1, np.int64)
+    np.cumsum(ncs_full, out=m.block_cs_ptr[1:])
+    cs_blocks = np.flatnonzero(ncs_full)
+    per_block = ncs_full[cs_blocks]
+    cs_first = off_t[cs_blocks] + 2
+    # the index columns (allocated together) are freed together before the block
+    # columns are made: one hole for them, not fresh memory
+    del off_t, ncs_full
+    m.block_id = raw_id.astype("u4", copy=False)  # (raw_id is a fresh gather)
+    m.block_md = raw_md.astype("u1")
+    del raw_id, raw_md
+    size = raw_size.astype(np.uint64)
+    del raw_size
+    cs_abs = _callsites(V, m, B, cs_blocks, per_block, cs_first, size, wide,
+                        any_bad_tok, bad_tok, bad_blocks)
+    bad_all = np.concatenate(bad_blocks)
+    if len(bad_all):
+        bad_func[np.searchsorted(fptr, bad_all, side="right") - 1] = True
+    # absolute offsets: v0 from the function start, v1+ from the previous block's end
+    step = raw_off.astype(np.uint64)
+    step += size
+    rel = segment_cumsum(step, m.range_block_ptr)
+    rel -= size
+    v0 = fver == VERSION_UNVERSIONED
+    if bool(v0.any()):
+        rel = np.where(np.repeat(v0, blocks_per_func), raw_off, rel)
+    m.block_offset = rel
+    m.block_size = size
+    m.callsite_offsets = cs_abs.astype("u4")
+    _hashes(m, w, inp, hpos, B)
+    _pgo(m, w, c, feff, blocks_per_func, bad_func, any_bad_tok, wide)
+    m.func_name = [None] * F
+    first_bad = int(np.argmax(bad_func)) if bad_func.any() else None
+    return m, first_bad
+
+
+def _callsite_counts(w: Walk, f_cs: np.ndarray, blocks_per_func: np.ndarray,
+                     off_t: np.ndarray, size_t: np.ndarray, itype: type,
+                     bad_blocks: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each block's callsite count (0 where its function has no callsite lists, ``f_cs``)
+    and its size field's token (after the list); blocks with a bad count are added to
+    ``bad_blocks``."""
+    V, bad_tok = w.V, w.bad_np
+    B = len(off_t)
+    wide = V.dtype.itemsize > 4
+    any_bad_tok = bool(bad_tok.any())
+    if f_cs.any():
+        # callsite lists on most blocks (clang-22 puts the feature on every function
+        # with a call): whole columns, the blocks without the feature zeroed after
+        # (the count is where such a block has its size: a valid token either way)
+        ncs_full = V[size_t]
+        # int32 counts (so the token indices below stay int32: half the memory to fault
+        # in) when no count can overflow them; int64 otherwise (wide values, bad input)
+        narrow = (V.dtype == np.uint32 and itype is np.int32 and B > 0
+                  and int(ncs_full.max()) < NARROW_INDEX_MAX - w.ntok)
+        ncs_full = ncs_full.view(np.int32) if narrow else ncs_full.astype(np.int64)
+        blk_cs = None if bool(f_cs.all()) else np.repeat(f_cs, blocks_per_func)
+        if blk_cs is not None:
+            ncs_full *= blk_cs
+        bad_ncs = (ncs_full > U32) if wide else None
+        if any_bad_tok:
+            bt = bad_tok[size_t] if blk_cs is None else bad_tok[size_t] & blk_cs
+            bad_ncs = bt if bad_ncs is None else bad_ncs | bt
+        if bad_ncs is not None and bad_ncs.any():
+            bad_blocks.append(np.flatnonzero(bad_ncs))
+            ncs_full[bad_ncs] = 0
+        size_t = np.add(ncs_full, off_t, out=size_t if narrow else None)
+        size_t += 1
+        size_t += 1 if blk_cs is None else blk_cs
+    else:
+        ncs_full = np.zeros(B, np.int64)
+    return ncs_full, size_t
+
+
+def _entry_tokens(w: Walk, c: Columns, m: BlockMap, r_nblk: np.ndarray, B: int
+                  ) -> tuple[np.ndarray, np.ndarray | None, type]:
+    """Each block's first token (runs of plain entries, callsite chains the walk hopped
+    or hops now, entries walked one by one), each hashed block's hash position (or None),
+    and the index dtype."""
+    V = w.V
     itype = np.int32 if w.ntok < 2**31 - 64 else np.int64
     ks = np.empty(B, itype)
     run = c.r_run
@@ -207,72 +317,15 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
         ks[pos_blocks] = np.array(w.x_ks, itype)
         hpos = np.full(B, -1, np.int64)
         hpos[pos_blocks] = np.array(w.x_hash, np.int64)
-    bad_tok = w.bad_np
-    any_bad_tok = bool(bad_tok.any())
-    wide = V.dtype.itemsize > 4
-    bad_blocks: list[np.ndarray] = []
-    off_t = ks + hasid
-    size_t = off_t + 1
-    f_cs = (feff & FEAT_CALLSITE_OFFSETS) != 0
-    if f_cs.any():
-        # callsite lists on most blocks (clang-22 puts the feature on every function
-        # with a call): whole columns, the blocks without the feature zeroed after
-        # (the count is where such a block has its size: a valid token either way)
-        ncs_full = V[size_t]
-        # int32 counts (so the token indices below stay int32: half the memory to fault
-        # in) when no count can overflow them; int64 otherwise (wide values, bad input)
-        narrow = (V.dtype == np.uint32 and itype is np.int32 and B > 0
-                  and int(ncs_full.max()) < NARROW_INDEX_MAX - w.ntok)
-        ncs_full = ncs_full.view(np.int32) if narrow else ncs_full.astype(np.int64)
-        blk_cs = None if bool(f_cs.all()) else np.repeat(f_cs, blocks_per_func)
-        if blk_cs is not None:
-            ncs_full *= blk_cs
-        bad_ncs = (ncs_full > U32) if wide else None
-        if any_bad_tok:
-            bt = bad_tok[size_t] if blk_cs is None else bad_tok[size_t] & blk_cs
-            bad_ncs = bt if bad_ncs is None else bad_ncs | bt
-        if bad_ncs is not None and bad_ncs.any():
-            bad_blocks.append(np.flatnonzero(bad_ncs))
-            ncs_full[bad_ncs] = 0
-        size_t = np.add(ncs_full, off_t, out=size_t if narrow else None)
-        size_t += 1
-        size_t += 1 if blk_cs is None else blk_cs
-    else:
-        ncs_full = np.zeros(B, np.int64)
-    md_t = size_t + 1
-    raw_off = V[off_t]
-    raw_size = V[size_t]
-    raw_md = V[md_t]
-    if isinstance(hasid, int) and hasid:
-        raw_id = V[ks]
-    else:
-        local = np.arange(B, dtype=np.int64) - np.repeat(m.range_block_ptr[:-1], r_nblk)
-        raw_id = local.astype(V.dtype) if isinstance(hasid, int) else \
-            np.where(hasid == 1, V[ks], local.astype(V.dtype))
-    # value checks: metadata over 8 bits, 32-bit fields over 32 bits, malformed tokens
-    bad_block = raw_md > METADATA_MAX
-    if wide:
-        bad_block |= (raw_off > U32) | (raw_size > U32) | (raw_id > U32)
-    if any_bad_tok:
-        bad_block |= bad_tok[off_t] | bad_tok[size_t] | bad_tok[md_t]
-        if not isinstance(hasid, int) or hasid:
-            bad_block |= bad_tok[ks] & (hasid == 1)
-    bad_blocks.append(np.flatnonzero(bad_block))
-    del ks, size_t, md_t  # (freed before the block columns are made)
-    # callsites: running sums of the deltas, per block
-    m.block_cs_ptr = np.zeros(B + 1, np.int64)
-    np.cumsum(ncs_full, out=m.block_cs_ptr[1:])
-    cs_blocks = np.flatnonzero(ncs_full)
-    per_block = ncs_full[cs_blocks]
-    cs_first = off_t[cs_blocks] + 2
-    # the index columns (allocated together) are freed together before the block
-    # columns are made: one hole for them, not fresh memory
-    del off_t, ncs_full
-    m.block_id = raw_id.astype("u4", copy=False)  # (raw_id is a fresh gather)
-    m.block_md = raw_md.astype("u1")
-    del raw_id, raw_md
-    size = raw_size.astype(np.uint64)
-    del raw_size
+    return ks, hpos, itype
+
+
+def _callsites(V: np.ndarray, m: BlockMap, B: int, cs_blocks: np.ndarray,
+               per_block: np.ndarray, cs_first: np.ndarray, size: np.ndarray, wide: bool,
+               any_bad_tok: bool, bad_tok: np.ndarray, bad_blocks: list[np.ndarray]
+               ) -> np.ndarray:
+    """Callsite offsets (running sums of the deltas, per block); each block's size grows by
+    its last callsite; blocks with a bad value are added to ``bad_blocks``."""
     cs_abs = np.zeros(0, np.uint64)
     if len(cs_blocks):
         single = bool((per_block == 1).all())  # (usual: one call ends a block)
@@ -292,21 +345,11 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
             bad_cs |= bad_tok[cs_tok]
         if bad_cs.any():
             bad_blocks.append(np.repeat(cs_blocks, per_block)[bad_cs])
-    bad_all = np.concatenate(bad_blocks)
-    if len(bad_all):
-        bad_func[np.searchsorted(fptr, bad_all, side="right") - 1] = True
-    # absolute offsets: v0 from the function start, v1+ from the previous block's end
-    step = raw_off.astype(np.uint64)
-    step += size
-    rel = segment_cumsum(step, m.range_block_ptr)
-    rel -= size
-    v0 = fver == VERSION_UNVERSIONED
-    if bool(v0.any()):
-        rel = np.where(np.repeat(v0, blocks_per_func), raw_off, rel)
-    m.block_offset = rel
-    m.block_size = size
-    m.callsite_offsets = cs_abs.astype("u4")
-    # hashes
+    return cs_abs
+
+
+def _hashes(m: BlockMap, w: Walk, inp: MapInput, hpos: np.ndarray | None, B: int) -> None:
+    """The blocks' hashes (8 bytes at each hashed block's position)."""
     m.block_hash = np.zeros(B, "u8")
     if hpos is not None:
         hb = np.flatnonzero(hpos >= 0)
@@ -315,7 +358,14 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
             idx = hpos[hb][:, None] + np.arange(BLOCK_HASH_BYTES)
             dt = np.dtype("<u8" if inp.little else ">u8")
             m.block_hash[hb] = np.ascontiguousarray(raw[idx]).view(dt).ravel().astype("u8")
-    # PGO
+
+
+def _pgo(m: BlockMap, w: Walk, c: Columns, feff: np.ndarray, blocks_per_func: np.ndarray,
+         bad_func: np.ndarray, any_bad_tok: bool, wide: bool) -> None:
+    """PGO analysis: entry counts, block frequencies, successors and their probabilities;
+    functions with a bad value marked in ``bad_func``."""
+    V, bad_tok = w.V, w.bad_np
+    F, B = len(bad_func), len(m.block_id)
     m.func_entry_count = np.zeros(F, "u8")
     et = c.f_entry
     has_e = et >= 0
@@ -330,9 +380,7 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
         np.zeros(0, "u8")
     pgo_f = (feff & FEAT_PGO_BLOCKS) != 0
     if not pgo_f.any():
-        m.func_name = [None] * F
-        first_bad = int(np.argmax(bad_func)) if bad_func.any() else None
-        return m, first_bad
+        return
     block_func = np.repeat(np.arange(F), blocks_per_func)
     pgo_blocks = np.flatnonzero(np.repeat(pgo_f, blocks_per_func)) if B else np.zeros(0, int)
     P = len(pgo_blocks)
@@ -381,6 +429,3 @@ def assemble(w: Walk, inp: MapInput) -> tuple[BlockMap, int | None]:
         if bad_s.any():
             owner = np.repeat(sb, nsucc[sb])
             bad_func[block_func[owner[bad_s]]] = True
-    m.func_name = [None] * F
-    first_bad = int(np.argmax(bad_func)) if bad_func.any() else None
-    return m, first_bad

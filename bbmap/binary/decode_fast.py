@@ -516,6 +516,13 @@ class _Walker:
             self.f_nr.append(1)
             self.f_entry_tok.append(-1)
             return T[k - 1] + 1
+        return self._general(pos, v, feat, eff)
+
+    def _general(self, pos: int, v: int, feat: int, eff: int) -> int:
+        """A record with multiple ranges, block hashes, omitted entries or PGO analysis
+        (the rare kinds, kept out of :meth:`function`'s common path)."""
+        data, n = self.data, self.n
+        T, Vm = self.T, self.Vm
         if eff & FEAT_MULTI_BB_RANGE:
             k = self.tok(pos)
             nr = Vm[k]
@@ -587,6 +594,17 @@ class _Walker:
                 self.x_hash.append(hp)
                 k = self.tok(he) if he < n else ntok
                 pos = he
+        pos, entry_tok = self._pgo_analysis(pos, eff, total_blocks)
+        self.f_ver.append(v)
+        self.f_feat.append(feat)
+        self.f_nr.append(nr)
+        self.f_entry_tok.append(entry_tok)
+        return pos
+
+    def _pgo_analysis(self, pos: int, eff: int, total_blocks: int) -> tuple[int, int]:
+        """Skip a record's PGO analysis at ``pos``: (the position after it, the token of its
+        entry count or -1)."""
+        T, Vm = self.T, self.Vm
         entry_tok = -1
         if eff & FEAT_PGO_ANALYSIS:
             k = self.tok(pos)
@@ -611,11 +629,7 @@ class _Walker:
             if k > self.ntok:
                 raise _Stop
             pos = T[k - 1] + 1
-        self.f_ver.append(v)
-        self.f_feat.append(feat)
-        self.f_nr.append(nr)
-        self.f_entry_tok.append(entry_tok)
-        return pos
+        return pos, entry_tok
 
 
 def decode_section_fast(inp: MapInput) -> tuple[BlockMap, list[Diagnostic]]:

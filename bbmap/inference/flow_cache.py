@@ -8,7 +8,8 @@ did not touch the function.
 
 Key: BLAKE2b (16 bytes) over ``FLOW_CACHE_VERSION``, the solver asked for (``auto`` is a rule
 on the function's size, so it names a solver per function), OR-Tools' version when it may
-be used, and the function's local tail, head, capacity and cost columns.  The entry is one
+be used, and the function's local tail, head, capacity and cost columns (int64, one
+column after another).  The entry is one
 file, ``flows.bbflow``, beside the disassembly cache (the same directory, the same
 switches: ``$BBMAP_CACHE_DIR``, ``BBMAP_NO_CACHE=1``, ``--no-cache``), in the disassembly
 cache's container format (:func:`bbmap.binary.disasm_cache.encode_entry`): the keys, the
@@ -29,7 +30,7 @@ import numpy as np
 
 from bbmap.inference.components import Split
 
-FLOW_CACHE_VERSION = 1  # bump when the network or a solver's choice among optima changes
+FLOW_CACHE_VERSION = 2  # bump when the network or a solver's choice among optima changes
 FLOW_CACHE_MAX_BYTES = 256 << 20  # flows kept, all runs together (the disassembly cache's bound)
 FILE_NAME = "flows.bbflow"
 
@@ -64,14 +65,15 @@ class FlowCache:
         """Each function's key (the module docstring)."""
         h0 = hashlib.blake2b(digest_size=16)
         h0.update(f"bbmap-flow-v{FLOW_CACHE_VERSION} {_solver_tag(solver)}\0".encode())
-        cols = np.empty((len(s.tail), 4), np.int64)
-        cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3] = s.tail, s.head, s.cap, s.cost
-        raw = memoryview(cols.tobytes())
+        # each column's bytes in place (no copy of the network; int64 as the Split has them)
+        cols = [memoryview(np.ascontiguousarray(c, dtype=np.int64)).cast("B")
+                for c in (s.tail, s.head, s.cap, s.cost)]
         out = []
         ptr = s.ptr.tolist()
         for p, q in zip(ptr[:-1], ptr[1:]):
             h = h0.copy()
-            h.update(raw[32 * p:32 * q])
+            for c in cols:
+                h.update(c[8 * p:8 * q])
             out.append(h.digest())
         return out
 

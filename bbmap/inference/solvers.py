@@ -46,6 +46,10 @@ def preload(name: str = "auto") -> None:
     waits for the scheduler).  Any failure is left to the real import to report."""
     if name not in ("auto", "ortools") or _preloading:
         return
+    from bbmap.inference import solvers_fast
+
+    if name == "auto" and solvers_fast.available():
+        return  # auto picks the compiled built-in solver (pick)
     import importlib.machinery
     import importlib.util
 
@@ -92,8 +96,16 @@ def available(name: str) -> bool:
 
 
 def pick(name: str) -> str:
-    """``auto`` -> OR-Tools when installed, else the built-in solver."""
+    """``auto`` -> the built-in solver when its compiled form can run (numba installed,
+    ``bbmap[fast]``: it solves a big profile's functions ~8x faster than OR-Tools,
+    :mod:`bbmap.inference.solvers_fast`), else OR-Tools when installed, else the
+    built-in solver.  A rule on what is installed, never on the network, so each
+    function's flow still depends on that function alone."""
     if name == "auto":
+        from bbmap.inference import solvers_fast
+
+        if solvers_fast.available():
+            return "builtin"
         return "ortools" if available("ortools") else "builtin"
     if name not in SOLVE:
         raise BBMapError(f"unknown inference solver {name!r} (ortools, builtin, scipy)")

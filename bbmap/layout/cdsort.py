@@ -73,18 +73,8 @@ def cdsort_order(sizes: Sequence[int], counts: Sequence[float], calls: Sequence 
     n = len(sizes)
     size = [max(int(s), 1) for s in sizes]
     count = [float(c) for c in counts]
-    c = np.asarray(calls, dtype=np.float64).reshape(-1, 3) if len(calls) else np.zeros((0, 3))
-    off = [0] * len(c) if offsets is None else [int(o) for o in offsets]
+    js, jd, jc, jo = _profiled_calls(calls, offsets)
     total_samples = sum(count)
-    js, jd, jc, jo = [], [], [], []
-    for i, (a, b, x) in enumerate(c.tolist()):
-        a, b = int(a), int(b)
-        if a == b or x <= 0:
-            continue  # recursion; no profile
-        js.append(a)
-        jd.append(b)
-        jc.append(x)
-        jo.append(off[i])
     cin = [0.0] * n
     cout = [0.0] * n
     for a, b, x in zip(js, jd, jc):
@@ -92,22 +82,9 @@ def cdsort_order(sizes: Sequence[int], counts: Sequence[float], calls: Sequence 
         cin[b] += x
     count = [max(count[i], cin[i], cout[i]) for i in range(n)]
     total_size = sum(size[i] for i in range(n) if float(counts[i]) > 0)
-    chains = {i: _FnChain(i, size[i], count[i]) for i in range(n)}
+    chains = _chain_graph(size, count, js, jd)
     slot_of = list(range(n))  # function -> its chain's slot (the slot never changes)
     hot = [i for i in range(n) if count[i] > 0]
-    # chain edges, in the order LLVM creates them (by caller, then its calls)
-    by_src: list[list[int]] = [[] for _ in range(n)]
-    for j, a in enumerate(js):
-        by_src[a].append(j)
-    for a in range(n):
-        for j in by_src[a]:
-            b = jd[j]
-            e = chains[a].edges.get(b)
-            if e is None:
-                e = _ChainPair(a, b)
-                chains[a].edges[b] = e
-                chains[b].edges[a] = e
-            e.jumps.append(j)
 
     def miss(density: float) -> float:
         page = density * config.cache_size
@@ -180,31 +157,7 @@ def cdsort_order(sizes: Sequence[int], counts: Sequence[float], calls: Sequence 
             continue
         for f in list(x.edges.values()) + list(y.edges.values()):
             remove(f)
-        into, frm = e.src, e.dst
-        x.nodes = x.nodes + y.nodes if e.kind == 0 else y.nodes + x.nodes
-        x.count += y.count
-        x.size += y.size
-        x.cid = x.nodes[0]
-        for v in y.nodes:
-            slot_of[v] = into
-        # move frm's edges to into: one edge per pair of chains, jumps joined
-        for other, f in list(y.edges.items()):
-            target = into if other == frm else other
-            cur = x.edges.get(target)
-            if cur is None:
-                if f.src == frm:
-                    f.src = into
-                if f.dst == frm:
-                    f.dst = into
-                x.edges[target] = f
-                if other not in (into, frm):
-                    chains[other].edges[into] = f
-            elif cur is not f:
-                cur.jumps.extend(f.jumps)
-                f.jumps = []
-            if other != frm:
-                chains[other].edges.pop(frm, None)
-        del chains[frm]
+        _join(chains, e, slot_of)
         for f in list(x.edges.values()):
             if f.src == f.dst:
                 continue
@@ -213,3 +166,73 @@ def cdsort_order(sizes: Sequence[int], counts: Sequence[float], calls: Sequence 
                                                       / sum(size[v] for v in ch.nodes)),
                                                     ch.cid))
     return [v for ch in order for v in ch.nodes]
+
+
+def _profiled_calls(calls: Sequence | np.ndarray, offsets: Sequence[int] | None
+                    ) -> tuple[list[int], list[int], list[float], list[int]]:
+    """The calls that count (caller, callee, count, call-site offset): no recursion, no
+    call without samples."""
+    c = np.asarray(calls, dtype=np.float64).reshape(-1, 3) if len(calls) else np.zeros((0, 3))
+    off = [0] * len(c) if offsets is None else [int(o) for o in offsets]
+    js, jd, jc, jo = [], [], [], []
+    for i, (a, b, x) in enumerate(c.tolist()):
+        a, b = int(a), int(b)
+        if a == b or x <= 0:
+            continue  # recursion; no profile
+        js.append(a)
+        jd.append(b)
+        jc.append(x)
+        jo.append(off[i])
+    return js, jd, jc, jo
+
+
+def _chain_graph(size: list[int], count: list[float], js: list[int], jd: list[int]
+                 ) -> dict[int, _FnChain]:
+    """One chain per function, and one edge per pair of functions that call each other
+    (its jumps: the calls), created in the order LLVM creates them (by caller, then its
+    calls)."""
+    n = len(size)
+    chains = {i: _FnChain(i, size[i], count[i]) for i in range(n)}
+    by_src: list[list[int]] = [[] for _ in range(n)]
+    for j, a in enumerate(js):
+        by_src[a].append(j)
+    for a in range(n):
+        for j in by_src[a]:
+            b = jd[j]
+            e = chains[a].edges.get(b)
+            if e is None:
+                e = _ChainPair(a, b)
+                chains[a].edges[b] = e
+                chains[b].edges[a] = e
+            e.jumps.append(j)
+    return chains
+
+
+def _join(chains: dict[int, _FnChain], e: _ChainPair, slot_of: list[int]) -> None:
+    """Merge ``e``'s destination chain into its source (in ``e.kind``'s order) and move
+    the destination's edges over: one edge per pair of chains, jumps joined."""
+    into, frm = e.src, e.dst
+    x, y = chains[into], chains[frm]
+    x.nodes = x.nodes + y.nodes if e.kind == 0 else y.nodes + x.nodes
+    x.count += y.count
+    x.size += y.size
+    x.cid = x.nodes[0]
+    for v in y.nodes:
+        slot_of[v] = into
+    for other, f in list(y.edges.items()):
+        target = into if other == frm else other
+        cur = x.edges.get(target)
+        if cur is None:
+            if f.src == frm:
+                f.src = into
+            if f.dst == frm:
+                f.dst = into
+            x.edges[target] = f
+            if other not in (into, frm):
+                chains[other].edges[into] = f
+        elif cur is not f:
+            cur.jumps.extend(f.jumps)
+            f.jumps = []
+        if other != frm:
+            chains[other].edges.pop(frm, None)
+    del chains[frm]
