@@ -19,6 +19,7 @@ from elftools.elf.elffile import ELFFile
 from helpers import CORPUS, REPO, corpus_binary
 
 sys.path.insert(0, str(REPO / "bench" / "e2e"))
+import compare  # noqa: E402
 import measure  # noqa: E402
 
 HANDMADE = """# callgrind format
@@ -146,3 +147,58 @@ def test_callgrind_jumps_equal_the_trace(tmp_path):
     assert cg.instructions_in_binary > 1_000_000
     blocks = {int(b["address"], 16): b["count"] for b in exact["blocks"] if b["count"]}
     assert all(cg.per_addr.get(a) == n for a, n in blocks.items())
+
+
+NOPS_C = r"""
+#include <stdlib.h>
+__attribute__((noinline)) int spin(int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++) {
+        __asm__ volatile("nop");
+        s += i ^ (s >> 3);
+    }
+    return s;
+}
+__attribute__((noinline)) int once(int x) {
+    __asm__ volatile(".p2align 6\n\tnop\n\t.p2align 4\n\tnop");
+    return x * 3;
+}
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 1;
+    int s = spin(n);
+    for (int i = 0; i < 7; i++) s += once(i);
+    return s == 12345;
+}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("clang-22") is None,
+                    reason="valgrind or clang-22 is not installed")
+def test_nop_sites_are_the_executed_nops(tmp_path):
+    """compare.nop_sites: every executed nop with callgrind's exact count -- the source's
+    one-byte ``nop`` in a loop runs once per iteration, clang's loop-header padding once per
+    entry, the ``.p2align`` padding inline asm puts before a ``nop`` once per call, each in
+    the function that holds it; and every site is a nop in llvm-objdump-22's
+    disassembly."""
+    (tmp_path / "nops.c").write_text(NOPS_C)
+    binary = tmp_path / "nops"
+    subprocess.run(["clang-22", "-O2", "-fno-inline", str(tmp_path / "nops.c"), "-o",
+                    str(binary)], check=True)
+    cg = measure.callgrind(binary, ["1000"])
+    sites = compare.nop_sites(cg, binary)
+    spin = [s for s in sites if s[0] == "spin"]
+    once = [s for s in sites if s[0] == "once"]
+    assert [(size, n) for _, _, size, n in spin if size == 1] == [(1, 1000)]
+    # the two source nops (and any one-byte padding), each run once per call
+    assert len([a for _, a, size, _ in once if size == 1]) >= 2
+    assert sum(size for _, _, size, _ in once) >= 2 + 15  # .p2align 4 after a nop: 15 bytes
+    # clang's loop-header padding (before the loop, entered once by a fall-through)
+    assert all(n == 1 for _, _, size, n in spin if size > 1)
+    assert all(n == 7 for *_, n in once)
+    dis = subprocess.run(["llvm-objdump-22", "-d", "--no-show-raw-insn", str(binary)],
+                         capture_output=True, text=True, check=True).stdout
+    nops = {int(line.split(":")[0], 16) for line in dis.splitlines()
+            if line[:1] == " " and ":" in line and "nop" in line}
+    assert {a for _, a, _, _ in sites} <= nops
+    assert compare.instruction_mix(cg, binary)["nop"] == sum(n for *_, n in sites)

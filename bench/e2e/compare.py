@@ -2,6 +2,7 @@
 """Where two builds of the end-to-end bench differ, function by function.
 
     python bench/e2e/compare.py WORKDIR/PROGRAM [--rows bbmap-lbr,bolt-lbr] [--top 20]
+                                        [--mix | --nops]
 
 Reads what bench/bench_e2e.py kept in the program's work directory (each build's binary,
 its cachegrind output with the 32 KiB I1 and its callgrind output) and prints, per function
@@ -111,6 +112,26 @@ def instruction_mix(cg: measure.CallgrindCounts, binary: Path) -> dict[str, int]
     return out
 
 
+def nop_sites(cg: measure.CallgrindCounts, binary: Path
+              ) -> list[tuple[str, int, int, int]]:
+    """Every executed ``nop`` of the program: (function, address, bytes, executions), most
+    executed first.  The padding a layout runs shows as a run of multi-byte nops before a
+    block; a ``nop`` the source writes (``__asm__("nop")``) as a one-byte one."""
+    import capstone
+    cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    code = measure.executable_bytes(binary)
+    syms = Symbols(binary)
+    out = []
+    for a, n in cg.per_addr.items():
+        for lo, data in code:
+            if lo <= a < lo + len(data):
+                ins = next(cs.disasm_lite(data[a - lo:a - lo + 16], a), None)
+                if ins and "nop" in ins[2]:
+                    out.append((syms.name(a), a, ins[1], n))
+                break
+    return sorted(out, key=lambda t: (-t[3], t[1]))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,6 +141,8 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--mix", action="store_true",
                     help="print each build's executed instructions by kind instead")
+    ap.add_argument("--nops", action="store_true",
+                    help="print each build's executed nops, per function and per site")
     args = ap.parse_args()
     rows = args.rows.split(",")
     if args.mix:
@@ -130,6 +153,22 @@ def main() -> int:
                                                           decode_calls=False), binary)
             print(f"{row:<14}" + "".join(f"{k} {v:>13,}  " for k, v in mix.items())
                   + f"total {sum(mix.values()):,}")
+        return 0
+    if args.nops:
+        for row in rows:
+            d = args.dir / "measure" / row
+            binary = Path((d / "binary").read_text().strip())
+            sites = nop_sites(measure.parse_callgrind(d / "callgrind.out", binary,
+                                                      decode_calls=False), binary)
+            per: dict[str, int] = defaultdict(int)
+            for fn, _, _, n in sites:
+                per[fn] += n
+            print(f"{row}: {sum(per.values()):,} nops run")
+            for fn, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:args.top]:
+                where = ", ".join(f"{a:#x}:{size}Bx{k:,}" for f, a, size, k in sites
+                                  if f == fn)
+                short = fn if len(fn) <= 43 else fn[:20] + "…" + fn[-22:]
+                print(f"  {short:<44}{n:>10,}  {where[:200]}")
         return 0
     data: dict[str, dict[str, dict[str, int]]] = {}
     for row in rows:

@@ -3,14 +3,15 @@
 in spec/e2e.md's "IP-only vs LBR" and "Where BOLT does better" tables were made.
 
     python bench/e2e/variant.py WORKDIR PROGRAM NAME [--perf FILE] [--layout-arg ARG]...
-                                [--cflag FLAG]... [--no-layout]
+                                [--cflag FLAG]... [--ldflag FLAG]... [--no-layout]
 
 Takes the run's baseline binary (``WORKDIR/PROGRAM/baseline``) and, unless ``--no-layout``,
 writes ``bbmap layout`` files from ``--perf`` (default: the run's IP profile) with the extra
-``--layout-arg`` options; rebuilds the program with them (plus any ``--cflag``), checks the
-output on the measuring input is the baseline's, and prints cachegrind I1 misses (32 KiB and
-16 KiB), callgrind taken branches, pages99 and the share run in ``.cold``, with the change
-against the run's baseline.  Work files go to ``WORKDIR/variants/PROGRAM/NAME``.
+``--layout-arg`` options; rebuilds the program with them (plus any ``--cflag`` and
+``--ldflag``), checks the output on the measuring input is the baseline's, and prints
+cachegrind I1 misses (32 KiB and 16 KiB), callgrind taken branches, pages99, the share run in
+``.cold`` and the executed ``nop``s and ``jmp``s, with the change against the run's
+baseline.  Work files go to ``WORKDIR/variants/PROGRAM/NAME``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import compare  # noqa: E402
 import measure  # noqa: E402
 import pipeline as pl  # noqa: E402
 from programs import PROGRAMS  # noqa: E402
@@ -37,6 +39,7 @@ def main() -> int:
     ap.add_argument("--perf", type=Path, default=None)
     ap.add_argument("--layout-arg", action="append", default=[])
     ap.add_argument("--cflag", action="append", default=[])
+    ap.add_argument("--ldflag", action="append", default=[])
     ap.add_argument("--no-layout", action="store_true")
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/e2e"))
     args = ap.parse_args()
@@ -47,7 +50,7 @@ def main() -> int:
     meas = pl.workload(prog, "measure", pl.corpora(roots))
     out = args.workdir / "variants" / prog.name / args.name
     out.mkdir(parents=True, exist_ok=True)
-    cflags, ldflags = tuple(args.cflag), ()
+    cflags, ldflags = tuple(args.cflag), tuple(args.ldflag)
     if not args.no_layout:
         perf = args.perf or Path(doc["profiles"]["dir"]) / "ip.perf.data"
         cc, ld = out / "cc.txt", out / "ld.txt"
@@ -55,8 +58,8 @@ def main() -> int:
                str(cc), "--ld-profile", str(ld), "--json", "-o", str(out / "layout.json"),
                *args.layout_arg])
         lay = {"cc": str(cc), "ld": str(ld)}
-        cfl, ldflags = pl.layout_flags(lay)
-        cflags = (*cfl, *cflags)
+        cfl, ldl = pl.layout_flags(lay)
+        cflags, ldflags = (*cfl, *cflags), (*ldl, *ldflags)
     b = pl.build(prog, roots[prog.source.package], out / "bin", cflags=cflags,
                  ldflags=ldflags)
     if pl.program_output(b, meas) != pl.program_output(base, meas):
@@ -69,11 +72,14 @@ def main() -> int:
     cg = measure.callgrind(b, meas)
     r.update(taken_branches=cg.taken_in_binary, pages_99=cg.page_footprint(),
              cold_share=round(measure.cold_share(cg, b), 4))
+    mix = compare.instruction_mix(cg, b)
+    r.update(nops=mix["nop"], jmp=mix["jmp"])
     bl = doc["builds"]["baseline"]
     change = {k: round((r[k] - bl[k]) / bl[k], 4) for k in
               ("instructions", "i1_misses_32k", "i1_misses_16k", "taken_branches", "pages_99")}
     res = {"name": args.name, "program": prog.name, "layout_args": args.layout_arg,
-           "cflags": args.cflag, "perf": None if args.no_layout else str(perf),
+           "cflags": args.cflag, "ldflags": args.ldflag,
+           "perf": None if args.no_layout else str(perf),
            "measures": r, "change_vs_baseline": change}
     (out / "result.json").write_text(json.dumps(res, indent=1) + "\n")
     print(json.dumps(res))
