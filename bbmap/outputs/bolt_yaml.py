@@ -29,8 +29,8 @@ import numpy as np
 from bbmap.aggregate.lbr import K_BRANCH, K_FALLTHROUGH
 from bbmap.aggregate.result import AnnotateResult
 from bbmap.binary.disasm import JMP, JMP_INDIRECT, RET, TRAP
-from bbmap.errors import BBMapError
 from bbmap.bolt_functions import K_FDE, K_SYMBOL, BoltView
+from bbmap.errors import BBMapError
 from bbmap.outputs.bolt_yaml_hash import (
     blend,
     neighbour_hash,

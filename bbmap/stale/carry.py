@@ -152,7 +152,6 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
           ) -> tuple[AnnotateResult, CarryReport]:
     """``old_res`` (a result on ``old_bin``) carried onto ``new_bin`` (both
     :class:`bbmap.binary.Binary`), and the report of how."""
-    from bbmap.aggregate.functions import FunctionTable
     from bbmap.run import apply_inference
 
     mo, mn = old_bin.block_map, new_bin.block_map
@@ -249,27 +248,9 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
             fc.inlined += n
         fc.dropped -= fc.inlined
         fc.found_by = INLINED
-    ft = FunctionTable.build(new_bin.symbols, mn, demangle=demangle,
-                             sections=new_bin.sections)
-    key_n = ft.key_of_bmfunc
-    bf_n = _block_func(mn)
-    func_samples = np.zeros(ft.num_keys, np.int64)
-    func_period = np.zeros(ft.num_keys, np.uint64)
-    if B:
-        np.add.at(func_samples, key_n[bf_n], bs_n)
-        np.add.at(func_period, key_n[bf_n], bp_n)
-    res = AnnotateResult(
-        binary=new_bin.path, build_id=new_bin.build_id, block_map=mn, functions=ft,
-        accounting=old_res.accounting, profiles=old_res.profiles, block_samples=bs_n,
-        block_period=bp_n, block_count=np.zeros(B, np.int64), func_samples=func_samples,
-        func_period=func_period, edge_from=np.zeros(0, np.int64),
-        edge_to=np.zeros(0, np.int64), edge_kind=np.zeros(0, np.int64),
-        edge_count=np.zeros(0, np.int64), has_lbr=False,
-        warnings=[w for w in old_res.warnings if w.severity == "error"],
-        status=old_res.status, block_start=block_starts_n,
-        addresses=_carry_addresses(old_res.addresses, old_bin, bmap, exact, fo, fnp,
-                                   block_starts(mo), block_starts_n, extra_ips),
-        carried=report)
+    res = _carried_result(old_res, new_bin, bs_n, bp_n, demangle, report,
+                          _carry_addresses(old_res.addresses, old_bin, bmap, exact, fo, fnp,
+                                           block_starts(mo), block_starts_n, extra_ips))
     if report.too_little:
         res.warnings.append(Diagnostic(
             f"only {100 * report.carried_share:.1f}% of the profile's block samples carried "
@@ -279,15 +260,52 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
                           sample_model=sample_model,
                           unknown=unknown if unknown.any() else None)
     if res.count_source == "inferred" and B:
-        cnt = np.asarray(res.block_count, np.float64)
-        tot = np.bincount(bf_n, weights=cnt, minlength=mn.num_functions)
-        unk = np.bincount(bf_n, weights=np.where(unknown, cnt, 0.0),
-                          minlength=mn.num_functions)
-        for f, fc in per_func.items():
-            g = fmap.get(f)
-            if g is not None:
-                fc.inferred = float(unk[g]) / float(tot[g]) if tot[g] else 0.0
+        _inferred_shares(res, per_func, fmap, _block_func(mn), unknown, mn.num_functions)
     return res, report
+
+
+def _carried_result(old_res: AnnotateResult, new_bin: Any, bs_n: np.ndarray,
+                    bp_n: np.ndarray, demangle: bool, report: CarryReport,
+                    addresses: Any) -> AnnotateResult:
+    """The carried samples as a result on ``new_bin`` (no counts yet: inference follows),
+    with the old run's accounting, profiles and errors."""
+    from bbmap.aggregate.functions import FunctionTable
+
+    mn = new_bin.block_map
+    B = mn.num_blocks
+    ft = FunctionTable.build(new_bin.symbols, mn, demangle=demangle,
+                             sections=new_bin.sections)
+    key_n = ft.key_of_bmfunc
+    bf_n = _block_func(mn)
+    func_samples = np.zeros(ft.num_keys, np.int64)
+    func_period = np.zeros(ft.num_keys, np.uint64)
+    if B:
+        np.add.at(func_samples, key_n[bf_n], bs_n)
+        np.add.at(func_period, key_n[bf_n], bp_n)
+    return AnnotateResult(
+        binary=new_bin.path, build_id=new_bin.build_id, block_map=mn, functions=ft,
+        accounting=old_res.accounting, profiles=old_res.profiles, block_samples=bs_n,
+        block_period=bp_n, block_count=np.zeros(B, np.int64), func_samples=func_samples,
+        func_period=func_period, edge_from=np.zeros(0, np.int64),
+        edge_to=np.zeros(0, np.int64), edge_kind=np.zeros(0, np.int64),
+        edge_count=np.zeros(0, np.int64), has_lbr=False,
+        warnings=[w for w in old_res.warnings if w.severity == "error"],
+        status=old_res.status, block_start=block_starts(mn), addresses=addresses,
+        carried=report)
+
+
+def _inferred_shares(res: AnnotateResult, per_func: dict[int, FunctionCarry],
+                     fmap: dict[int, int], bf_n: np.ndarray, unknown: np.ndarray,
+                     num_functions: int) -> None:
+    """Each carried function's share of its new count that inference supplied (blocks
+    nothing carried to)."""
+    cnt = np.asarray(res.block_count, np.float64)
+    tot = np.bincount(bf_n, weights=cnt, minlength=num_functions)
+    unk = np.bincount(bf_n, weights=np.where(unknown, cnt, 0.0), minlength=num_functions)
+    for f, fc in per_func.items():
+        g = fmap.get(f)
+        if g is not None:
+            fc.inferred = float(unk[g]) / float(tot[g]) if tot[g] else 0.0
 
 
 def _inlined_callees(old_bin: Any, mo: Any, mn: Any, sampled: np.ndarray,
