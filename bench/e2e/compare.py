@@ -20,6 +20,7 @@ import re
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -145,21 +146,22 @@ def main() -> int:
                     help="print each build's executed nops, per function and per site")
     args = ap.parse_args()
     rows = args.rows.split(",")
+
+    def executed(row: str) -> tuple[Any, Path]:
+        """The row's callgrind run of the measuring input, and its binary."""
+        d = args.dir / "measure" / row
+        binary = Path((d / "binary").read_text().strip())
+        return measure.parse_callgrind(d / "callgrind.out", binary, decode_calls=False), binary
+
     if args.mix:
         for row in rows:
-            d = args.dir / "measure" / row
-            binary = Path((d / "binary").read_text().strip())
-            mix = instruction_mix(measure.parse_callgrind(d / "callgrind.out", binary,
-                                                          decode_calls=False), binary)
+            mix = instruction_mix(*executed(row))
             print(f"{row:<14}" + "".join(f"{k} {v:>13,}  " for k, v in mix.items())
                   + f"total {sum(mix.values()):,}")
         return 0
     if args.nops:
         for row in rows:
-            d = args.dir / "measure" / row
-            binary = Path((d / "binary").read_text().strip())
-            sites = nop_sites(measure.parse_callgrind(d / "callgrind.out", binary,
-                                                      decode_calls=False), binary)
+            sites = nop_sites(*executed(row))
             per: dict[str, int] = defaultdict(int)
             for fn, _, _, n in sites:
                 per[fn] += n
