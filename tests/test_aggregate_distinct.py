@@ -207,8 +207,7 @@ def test_corpus_profiles_equal():
         for distinct in (True, False):
             s = Session(binary, addresses=True)
             s.ann.distinct = distinct
-            sub = s.ann.fresh()
-            read_profile(perf, s.b, s.index, sub, s.evidence(), [])
+            _, sub = read_profile(perf, s.b, s.index, s.ann.fresh, s.evidence(), [])
             sub.acct.check()
             out.append(state(sub))
         assert out[0] == out[1], perf

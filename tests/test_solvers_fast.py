@@ -100,7 +100,7 @@ def test_solve_split_takes_the_kernel_for_big_networks_with_the_same_flows(
     monkeypatch.setattr(solvers_fast, "FAST_MIN_ARCS", k * m)
     assert np.array_equal(components.solve_split(s, "builtin"), ref)
     assert calls == ([1] if HAVE_NUMBA else [])
-    monkeypatch.setenv(solvers_fast.ENV_OFF, "1")
+    monkeypatch.setenv(solvers_fast.ENV_NO_NUMBA, "1")
     calls.clear()
     assert np.array_equal(components.solve_split(s, "builtin"), ref)
     assert calls == []
@@ -132,7 +132,7 @@ def test_auto_picks_the_builtin_solver_when_it_is_compiled(
     is, then the built-in solver), and ``$BBMAP_NO_NUMBA`` turns the rule off."""
     if HAVE_NUMBA:
         assert solvers.pick("auto") == "builtin"
-    monkeypatch.setenv(solvers_fast.ENV_OFF, "1")
+    monkeypatch.setenv(solvers_fast.ENV_NO_NUMBA, "1")
     assert solvers.pick("auto") == ("ortools" if solvers.available("ortools") else "builtin")
 
 

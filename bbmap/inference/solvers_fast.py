@@ -31,13 +31,13 @@ import os
 import numpy as np
 
 FAST_MIN_ARCS = 200_000  # fewer arcs than this: the pure-Python solver (no numba import)
-ENV_OFF = "BBMAP_NO_NUMBA"  # set to 1: never use numba (the reference path only)
+ENV_NO_NUMBA = "BBMAP_NO_NUMBA"  # set to 1: never use numba (the reference path only)
 _LIMIT = 1 << 61  # no distance, potential or flow may reach this (int64 headroom)
 
 
 def available() -> bool:
     """numba is installed and not switched off by ``$BBMAP_NO_NUMBA`` (nothing imported)."""
-    if os.environ.get(ENV_OFF, "").strip() not in ("", "0"):
+    if os.environ.get(ENV_NO_NUMBA, "").strip() not in ("", "0"):
         return False
     try:
         return importlib.util.find_spec("numba") is not None
