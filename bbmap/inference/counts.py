@@ -36,6 +36,7 @@ from bbmap.inference.intervals import (
     intervals,
     model_spread,
 )
+from bbmap.inference.rebalance import rebalance_unknown
 from bbmap.inference.weights import (
     HISTOGRAM_MODELS,
     MODEL_ALIASES,
@@ -306,6 +307,10 @@ def _infer(cfg: CFG, block_samples: np.ndarray, *, solver: str = "auto",
                     exit=exit_, edge_src=src, edge_dst=dst, edge_ft=kind == S_FALLTHROUGH,
                     floor=floor, ceiling=ceilings(ev, model), **cost, **given)
     r = infer(p, solver, workers=workers, cache=flow_cache)
+    if precise:  # unsampled arms of a branch share its flow (rebalance.py)
+        unk = (ev.samples <= 0) & (floor == 0) & ~(first | side)
+        r.block_flow, r.edge_flow, _ = rebalance_unknown(
+            r.block_flow, r.edge_flow, src, dst, unk, exit_, p.ceiling)
     iv = intervals(ev, model, floor, r.block_flow, src, dst, r.edge_flow, first | side,
                    exit_)
 
