@@ -82,7 +82,9 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             with run:
                 code, said, click_exc = _outcome(fn, args, kwargs)
                 sig = signal_received()
-                if sig and code not in (EXIT_SIGINT, EXIT_SIGTERM):  # one lost on the way
+                # a signal lost on the way (raised where it could not propagate) ends a run
+                # that would have succeeded; a failure already said stays the outcome
+                if sig and code == EXIT_OK:
                     code, said = ((EXIT_SIGINT, INTERRUPTED) if sig == 2
                                   else (EXIT_SIGTERM, TERMINATED))
                 if code == EXIT_OK and not run.held and _stdout_reader_gone():
