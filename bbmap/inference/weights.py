@@ -242,10 +242,9 @@ def _median_by_group(x: np.ndarray, group: np.ndarray, use: np.ndarray) -> np.nd
     ids, start, n = np.unique(g, return_index=True, return_counts=True)
     med = (v[start + (n - 1) // 2] + v[start + n // 2]) / 2
     med[med <= 0] = 1.0
-    first = np.searchsorted(group, ids, "left")
-    last = np.searchsorted(group, ids, "right")
-    for i, a, b in zip(med.tolist(), first.tolist(), last.tolist()):
-        out[a:b] = i
+    pos = np.minimum(np.searchsorted(ids, group), len(ids) - 1)
+    has = ids[pos] == group
+    out[has] = med[pos[has]]
     return out
 
 
