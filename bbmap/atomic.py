@@ -93,7 +93,12 @@ _UNRAISABLE_BEFORE = [sys.__unraisablehook__]
 
 @contextlib.contextmanager
 def signals_never_unraisable() -> Iterator[None]:
-    """:func:`drop_unraisable_signal` in force for the block."""
+    """:func:`drop_unraisable_signal` in force for the block (already in force when the
+    console script set it before the CLI loaded: then it is not stacked on itself, which
+    would hand every other unraisable exception back to itself)."""
+    if sys.unraisablehook is drop_unraisable_signal:
+        yield
+        return
     _UNRAISABLE_BEFORE.append(sys.unraisablehook)
     sys.unraisablehook = drop_unraisable_signal
     try:

@@ -138,12 +138,28 @@ def _outcome(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]
     except Exception as e:  # noqa: BLE001 - last line of defence, still one line
         if os.environ.get("BBMAP_DEBUG"):
             raise
+        cause = _signal_cause(e)
+        if cause is not None:  # a signal Python wrapped (a class body's __set_name__)
+            return (EXIT_SIGINT, INTERRUPTED, None) if isinstance(cause, KeyboardInterrupt) \
+                else (EXIT_SIGTERM, TERMINATED, None)
         if is_decoding_error(e):  # a decoder without its own guard: still bbmap's words
             names = ", ".join(_input_files(kwargs)) or "input"
             return EXIT_FAILED, f"bbmap: error: {names}: cannot decode: {library_words(e)}", \
                 None
         return EXIT_FAILED, (f"bbmap: internal error: {type(e).__name__}: {e} "
                              "(set BBMAP_DEBUG=1 for a traceback)"), None
+
+
+def _signal_cause(e: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt or ``Terminated`` behind ``e``, where Python wrapped a signal
+    raised inside machinery that re-raises as another type (``__set_name__`` while a
+    dataclass module imports raises RuntimeError from it)."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, (KeyboardInterrupt, Terminated)):
+            return e
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None
 
 
 def _stdout_reader_gone() -> bool:

@@ -362,6 +362,9 @@ def _quiet_resource_tracker() -> None:
             os.close(saved)
 
 
+_STDERR_DETACHED = False  # (_detach_stderr: done once per process)
+
+
 def _detach_stderr() -> None:
     """File descriptor 2 becomes /dev/null and ``sys.stderr`` a copy of what it was, so
     that a process the cluster still spawns after a signal inherits /dev/null.  Why: Dask
@@ -382,9 +385,6 @@ def _detach_stderr() -> None:
         sys.stderr = open(real, "w", buffering=1, encoding=sys.stderr.encoding,  # noqa: SIM115
                           errors="backslashreplace")
         _STDERR_DETACHED = True
-
-
-_STDERR_DETACHED = False
 
 
 def _refuse_new_processes(on: bool) -> None:
