@@ -341,6 +341,13 @@ class _Merger:
         self._place(cid, nodes)
 
     def _place(self, cid: int, nodes: np.ndarray) -> None:
+        if len(nodes) <= SMALL_MERGE:  # item by item: cheaper than five array calls
+            chain, pos, off, sizes, o = self.node_chain, self.node_pos, self.node_off, \
+                self.l_sizes, 0
+            for i, v in enumerate(nodes.tolist()):
+                chain[v], pos[v], off[v] = cid, i, o
+                o += sizes[v]
+            return
         self.node_chain[nodes] = cid
         self.node_pos[nodes] = np.arange(len(nodes))
         off = np.cumsum(self.sizes[nodes])
