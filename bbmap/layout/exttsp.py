@@ -253,9 +253,8 @@ class _Merger:
         if n:
             hot[0] = True
         self.hot = hot
-        # per-node incident jumps (CSR), for the split-along-jumps positions
+        # per-node outgoing jumps (CSR), for the forced pairs
         self.out_ptr, self.out_e = _csr(self.es, n)
-        self.in_ptr, self.in_e = _csr(self.ed, n)
         self.node_chain = np.full(n, -1, np.int64)
         self.node_pos = np.zeros(n, np.int64)
         self.node_off = np.zeros(n, np.int64)
