@@ -13,6 +13,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bbmap.layout import exttsp
 from bbmap.layout.exttsp import LLVM, PROPELLER, ext_tsp_order, ext_tsp_score, ext_tsp_score_at
@@ -283,3 +285,44 @@ def test_windowed_self_gains_equal_the_difference_arrays():
             assert np.allclose(near, full, rtol=1e-9, atol=1e-6)
             checked += 1
     assert checked >= 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 120),
+       params=st.sampled_from([PROPELLER, LLVM]))
+def test_chain_state_matches_its_definition_after_every_merge(seed, n, params):
+    """The per-chain state the merger keeps incrementally (block -> chain, position, byte
+    offset; a chain's first and last block, its zero-size flag; the one-block chains set up
+    item by item, short chains placed item by item and long ones with numpy) is, after
+    every merge, what the chain's blocks define."""
+    sizes, edges = _random_graph(random.Random(seed), n)
+    s = np.asarray(sizes)
+    src, dst, w = exttsp.edge_arrays(len(s), edges)
+    default = exttsp.SMALL_MERGE
+    for small in (default, 0):  # item by item where short; numpy everywhere
+        m = exttsp._Merger(s, src, dst, w, None, params, None)
+        m_small = small
+        merge = m._merge
+
+        def check(m=m) -> None:
+            for cid, c in m.chains.items():
+                nodes = c.nodes
+                assert (m.node_chain[nodes] == cid).all()
+                assert m.node_pos[nodes].tolist() == list(range(len(nodes)))
+                off = np.cumsum(m.sizes[nodes]) - m.sizes[nodes]
+                assert m.node_off[nodes].tolist() == off.tolist()
+                assert (c.head, c.tail) == (int(nodes[0]), int(nodes[-1]))
+                assert c.zero == bool((m.sizes[nodes] == 0).any())
+                assert c.size == int(m.sizes[nodes].sum())
+
+        def checked(a, b, plan, merge=merge, check=check):
+            keep = merge(a, b, plan)
+            check()
+            return keep
+        check()
+        m._merge = checked
+        exttsp.SMALL_MERGE = m_small
+        try:
+            m.run()
+        finally:
+            exttsp.SMALL_MERGE = default

@@ -191,6 +191,11 @@ class _Chain:
     ver: int = 0
     selfj: list[int] | None = None  # edge ids inside the chain
     cache: dict | None = None
+    # plain attributes rather than ``cache`` entries: read ~10 times per merge (speed only)
+    head: int = -1  # first and last block
+    tail: int = -1
+    zero: bool = False  # a zero-size block in it
+    bound: float | None = None  # _split_bound, per chain version
 
 
 class _Merger:
@@ -229,6 +234,8 @@ class _Merger:
         self.l_ft, self.l_cfw, self.l_dfw = self.wft.tolist(), self.c_fw.tolist(), \
             self.d_fw.tolist()
         self.l_cbw, self.l_dbw = self.c_bw.tolist(), self.d_bw.tolist()
+        self.l_es, self.l_ed = self.es.tolist(), self.ed.tolist()
+        self.l_sizes = self.sizes.tolist()
         self.l_top = np.maximum(self.wft, np.maximum(self.c_fw, self.c_bw)).tolist()
         self.l_lo = np.maximum(np.maximum(self.c_fw, self.c_bw), 0.0).tolist()
         E = len(uk)
@@ -246,9 +253,8 @@ class _Merger:
         if n:
             hot[0] = True
         self.hot = hot
-        # per-node incident jumps (CSR), for the split-along-jumps positions
+        # per-node outgoing jumps (CSR), for the forced pairs
         self.out_ptr, self.out_e = _csr(self.es, n)
-        self.in_ptr, self.in_e = _csr(self.ed, n)
         self.node_chain = np.full(n, -1, np.int64)
         self.node_pos = np.zeros(n, np.int64)
         self.node_off = np.zeros(n, np.int64)
@@ -290,19 +296,30 @@ class _Merger:
                 fsl[fpl[v]] = -1
                 fpl[v] = -1
         self.forced_next = np.array(fsl, np.int64)
+        hot_l, sizes_l, counts_l = self.hot.tolist(), self.sizes.tolist(), self.counts.tolist()
+        singles = []
         for v in range(n):
-            if not self.hot[v] or fpl[v] >= 0:
+            if not hot_l[v] or fpl[v] >= 0:
+                continue
+            if fsl[v] < 0:  # a chain of one block: no numpy per chain (most of them)
+                singles.append(v)
+                self.chains[v] = _Chain(v, np.array([v], np.int64), sizes_l[v], counts_l[v],
+                                        head=v, tail=v, zero=sizes_l[v] == 0)
+                self.adj[v] = {}
                 continue
             path = [v]
             while fsl[path[-1]] >= 0:
                 path.append(fsl[path[-1]])
             self._new_chain(np.array(path, np.int64))
+        if singles:
+            self.node_chain[singles] = singles  # node_pos, node_off stay 0
         for c in self.chains.values():
             c.selfj = []
         # chain adjacency: the jumps between each pair of chains, one shared list per pair
-        nc = self.node_chain
+        nc = self.node_chain.tolist()
+        es, ed = self.l_es, self.l_ed
         for e in range(E):
-            a, b = int(nc[es[e]]), int(nc[ed[e]])
+            a, b = nc[es[e]], nc[ed[e]]
             if a == b:
                 self.chains[a].selfj.append(e)
                 continue
@@ -316,11 +333,20 @@ class _Merger:
     def _new_chain(self, nodes: np.ndarray) -> None:
         cid = int(nodes.min())
         sz = self.sizes[nodes]
-        self.chains[cid] = _Chain(cid, nodes, int(sz.sum()), float(self.counts[nodes].sum()))
+        self.chains[cid] = _Chain(cid, nodes, int(sz.sum()), float(self.counts[nodes].sum()),
+                                  head=int(nodes[0]), tail=int(nodes[-1]),
+                                  zero=bool((sz == 0).any()))
         self.adj[cid] = {}
         self._place(cid, nodes)
 
     def _place(self, cid: int, nodes: np.ndarray) -> None:
+        if len(nodes) <= SMALL_MERGE:  # item by item: cheaper than five array calls
+            chain, pos, off, sizes, o = self.node_chain, self.node_pos, self.node_off, \
+                self.l_sizes, 0
+            for i, v in enumerate(nodes.tolist()):
+                chain[v], pos[v], off[v] = cid, i, o
+                o += sizes[v]
+            return
         self.node_chain[nodes] = cid
         self.node_pos[nodes] = np.arange(len(nodes))
         off = np.cumsum(self.sizes[nodes])
@@ -436,7 +462,7 @@ class _Merger:
             # a jump from x into y's first block: cut after its source; a jump from y's last
             # block into x: cut before its target
             s, d = self.es[jumps], self.ed[jumps]
-            first, last = int(y.nodes[0]), int(y.nodes[-1])
+            first, last = y.head, y.tail
             a = self.node_pos[s[(d == first) & (self.node_chain[s] == x.cid)]] + 1
             b = self.node_pos[d[(s == last) & (self.node_chain[d] == x.cid)]]
             ks = np.unique(np.concatenate([a, b]))
@@ -460,7 +486,7 @@ class _Merger:
         lst = self.adj[a][b]
         ca, cb = self.chains[a], self.chains[b]
         x, y = (ca, cb) if a < b else (cb, ca)
-        x_entry, y_entry = int(x.nodes[0]) == 0, int(y.nodes[0]) == 0
+        x_entry, y_entry = x.head == 0, y.head == 0
         if len(x.nodes) + len(y.nodes) <= SMALL_MERGE:
             return self._best_merge_small(x, y, lst)
         jumps = np.asarray(lst, np.int64)
@@ -489,7 +515,7 @@ class _Merger:
             ks = self._candidates(x, y, jumps)
             if not len(ks):
                 continue
-            x_entry, y_entry = int(x.nodes[0]) == 0, int(y.nodes[0]) == 0
+            x_entry, y_entry = x.head == 0, y.head == 0
             kinds = [k for k in _SPLIT_KINDS
                      if not (x_entry and k != X1_Y_X2) and not (y_entry and k != Y_X2_X1)]
             # prune by bounds (see _best_merge_small and _ft_bounds): X1 Y X2 never gains
@@ -537,18 +563,18 @@ class _Merger:
         dominates there).  Same candidates, same order, same formula; a split candidate is
         skipped when even turning every jump between the chains into a fall-through could
         not beat the best gain so far (exact: only strictly better gains are taken)."""
-        es, ed, sizes, score1 = self.es, self.ed, self.sizes, self._score1
-        jumps = [(e, int(es[e]), int(ed[e])) for e in lst]
+        es, ed, sizes, score1 = self.l_es, self.l_ed, self.l_sizes, self._score1
+        jumps = [(e, es[e], ed[e]) for e in lst]
         top = sum(self.l_top[e] for e in lst)  # no merge gains more from these jumps
         best_gain, best = -np.inf, None
-        xn = [int(v) for v in x0.nodes]
-        yn = [int(v) for v in y0.nodes]
+        xn = x0.nodes.tolist()
+        yn = y0.nodes.tolist()
 
         def offsets(nodes: list[int]) -> dict[int, int]:
             out, o = {}, 0
             for v in nodes:
                 out[v] = o
-                o += int(sizes[v])
+                o += sizes[v]
             return out
 
         ox, oy = offsets(xn), offsets(yn)
@@ -561,7 +587,7 @@ class _Merger:
             for e, s_, d_ in jumps:
                 a_s = ox[s_] + bx if s_ in ox else oy[s_] + by
                 a_d = ox[d_] + bx if d_ in ox else oy[d_] + by
-                g += score1(a_d - (a_s + int(sizes[s_])), e)
+                g += score1(a_d - (a_s + sizes[s_]), e)
             if g > best_gain:
                 best_gain, best = g, (x0.cid, kind, 0)
         if not self.p.chain_split or (best is not None and best_gain >= self._pair_bound(
@@ -588,7 +614,7 @@ class _Merger:
             LX, LY = x.size, y.size
             # the jumps between the chains, with where their ends sit
             jj = [(e, pos.get(s_, -1), oxx[s_] if s_ in pos else oyy[s_],
-                   pos.get(d_, -1), oxx[d_] if d_ in pos else oyy[d_], int(sizes[s_]))
+                   pos.get(d_, -1), oxx[d_] if d_ in pos else oyy[d_], sizes[s_])
                   for e, s_, d_ in jumps]
             bound = self._split_bound(x)
             fb = self._ft_bounds(xl, yl, pos, jumps)
@@ -635,8 +661,8 @@ class _Merger:
         ``x[-1] -> y[0]`` and ``y[-1] -> x[0]`` at every k.  Returns (sum of ``lo``,
         {kind: (bonus at every k, {k: bonus})}), or None when a zero-size block could
         make a farther jump a fall-through."""
-        sizes = self.sizes
-        if any(int(sizes[v]) == 0 for v in xl) or any(int(sizes[v]) == 0 for v in yl):
+        sizes = self.l_sizes
+        if any(sizes[v] == 0 for v in xl) or any(sizes[v] == 0 for v in yl):
             return None
         base = 0.0
         bonus: dict[int, tuple[float, dict[int, float]]] = {}
@@ -695,7 +721,7 @@ class _Merger:
         jumps for every split position (difference arrays, the |Y|-free rows cached)."""
         if x.cache is None:
             x.cache = {}
-        es, ed, sizes, score1 = self.es, self.ed, self.sizes, self._score1
+        es, ed, sizes, score1 = self.l_es, self.l_ed, self.l_sizes, self._score1
         L = len(xl)
         out = []
         for kind in kinds:
@@ -708,9 +734,9 @@ class _Merger:
                 if pre is None:
                     pre = []
                     for e in x.selfj or ():
-                        s_, d_ = int(es[e]), int(ed[e])
+                        s_, d_ = es[e], ed[e]
                         ps, pd = pos[s_], pos[d_]
-                        dist = oxx[d_] - (oxx[s_] + int(sizes[s_]))
+                        dist = oxx[d_] - (oxx[s_] + sizes[s_])
                         lo, hi = (ps, pd) if ps < pd else (pd, ps)
                         pre.append((e, lo + 1, hi + 1, ps < pd, dist, score1(dist, e)))
                     x.cache["pre"] = pre
@@ -759,6 +785,9 @@ class _Merger:
         ck.count += cg.count
         ck.ver += 1
         ck.cache = None
+        ck.head, ck.tail = int(nodes[0]), int(nodes[-1])
+        ck.zero = ck.zero or cg.zero
+        ck.bound = None
         del self.chains[gone]
         self._place(keep, nodes)
         return keep
@@ -780,23 +809,18 @@ class _Merger:
         ends, or joins the chains' own ends); any other jump scores at most its best
         forward or backward score.  With zero-size blocks around, nothing is ruled out."""
         top = self.l_top
-        if self._has_zero(ca) or self._has_zero(cb):
+        if ca.zero or cb.zero:
             return sum(top[e] for e in lst)
-        lo, es, ed = self.l_lo, self.es, self.ed
-        heads = (int(ca.nodes[0]), int(cb.nodes[0]))
-        tails = (int(ca.nodes[-1]), int(cb.nodes[-1]))
+        lo, es, ed = self.l_lo, self.l_es, self.l_ed
+        heads, tails = (ca.head, cb.head), (ca.tail, cb.tail)
         total = 0.0
         for e in lst:
-            total += top[e] if int(ed[e]) in heads or int(es[e]) in tails else lo[e]
+            total += top[e] if ed[e] in heads or es[e] in tails else lo[e]
         return total
 
-    def _has_zero(self, c: _Chain) -> bool:
-        if c.cache is None:
-            c.cache = {}
-        z = c.cache.get("zero")
-        if z is None:
-            z = c.cache["zero"] = bool((self.sizes[c.nodes] == 0).any())
-        return z
+    @staticmethod
+    def _has_zero(c: _Chain) -> bool:
+        return c.zero
 
     def _split_bound(self, c: _Chain) -> float:
         """An upper bound on what splitting ``c`` can add from its own jumps, whatever the
@@ -804,26 +828,26 @@ class _Merger:
         by it), or 0.  Valid when a fall-through outweighs any jump (both parameter sets):
         X1 Y X2 only pushes crossing jumps apart (never a gain) and X2 Y X1 puts them
         farther apart than X2 X1 Y does, on the same side."""
-        if c.cache is None:
-            c.cache = {}
-        got = c.cache.get("bound")
+        got = c.bound
         if got is None:
+            if c.cache is None:
+                c.cache = {}
             L = len(c.nodes)
             got = 0.0
             if L >= 2 and c.selfj:
                 if L + 1 <= SMALL_MERGE:
-                    xl = [int(v) for v in c.nodes]
+                    xl = c.nodes.tolist()
                     off, o = {}, 0
                     for v in xl:
                         off[v] = o
-                        o += int(self.sizes[v])
+                        o += self.l_sizes[v]
                     row = self._self_rows_small(c, xl, off, {v: i for i, v in enumerate(xl)},
                                                 [X2_X1_Y], 0)[0]
                     got = max(0.0, max(row[1:L]))
                 else:
                     row = self._self_gains(c, [X2_X1_Y], 0, np.arange(1, L))[0]
                     got = max(0.0, float(row.max()))
-            c.cache["bound"] = got
+            c.bound = got
         return got
 
     def run(self, lazy: bool = True) -> list[int]:
@@ -873,7 +897,7 @@ class _Merger:
 
     def _concat(self) -> list[int]:
         chains = sorted(self.chains.values(),
-                        key=lambda c: (int(c.nodes[0]) != 0, -c.count / max(c.size, 1), c.cid))
+                        key=lambda c: (c.head != 0, -c.count / max(c.size, 1), c.cid))
         order = [int(v) for c in chains for v in c.nodes]
         order += np.flatnonzero(~self.hot).tolist()
         return order

@@ -223,25 +223,27 @@ def _layout_function(fn: FunctionCFG, counted: bool, p: ExtTspParams,
     kept = ""
     order = np.flatnonzero(hot).tolist()  # hot blocks in their original order
     score = _Scorer(fn, p) if len(fn.edges) else None
+    after = None  # the kept order's score, once computed (the same call gives the same float)
     if reorder:
         new = [v for v in ext_tsp_order(fn.sizes, fn.edges, p, counts=fn.counts, hot=hot)
                if hot[v]]
         # keep the original order unless Ext-TSP scores higher (as LLVM's block placement
         # does): the greedy merger is not guaranteed to beat every layout
-        if score.of_order(new) <= score.of_order(order):
+        s_new, after = score.of_order(new), score.of_order(order)
+        if s_new <= after:
             kept = "the compiler's order scores as high"
         elif not _wins_at_bounds(fn, p, new, order):
             kept = "the counts' intervals cannot tell the orders apart"
         else:
-            kept, order = "", new
+            kept, order, after = "", new, s_new
     cold = np.flatnonzero(~hot).tolist()
     if mode == "layout-only":
-        order, cold = order + cold, []
+        order, cold, after = order + cold, [], None
     lay = FunctionLayout(cfg=fn, order=order, cold=cold, reordered=reorder,
                          kept_reason=kept if reorder else "")
     if score is not None:
         lay.intra_before = score.at(fn.addr)
-        lay.intra_after = score.of_order(order)
+        lay.intra_after = score.of_order(order) if after is None else after
         lay.fallthrough_before = _fallthroughs(fn.addr, fn.sizes, fn.edges)
         new_addr = np.full(n, -(1 << 40), np.int64)  # cold blocks: far away
         new_addr[order] = np.concatenate(([0], np.cumsum(fn.sizes[order])[:-1]))
