@@ -269,3 +269,29 @@ def test_silence_dask_drops_dask_logs_and_hooks_and_undoes(capsys):
 
     assert _from_dask(raise_in("/x/site-packages/distributed/comm/tcp.py"))
     assert not _from_dask(raise_in("/x/bbmap/fleet/run.py"))
+
+
+def test_a_stopped_cluster_does_not_wait_for_its_zombies_to_be_reaped(monkeypatch):
+    """A worker whose nanny was killed too becomes PID 1's zombie, reaped when PID 1 gets to
+    it (1.6 s measured in this VM): the stop must not wait for that, only for the kill."""
+    import psutil
+
+    from bbmap.fleet import run as fleet_run
+
+    class Proc:
+        def __init__(self, states):
+            self.states = list(states)
+
+        def status(self):
+            s = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            if s == "gone":
+                raise psutil.NoSuchProcess(1)
+            return s
+
+    sleeps = []
+    monkeypatch.setattr(fleet_run.time, "sleep", sleeps.append)
+    zombie = Proc([psutil.STATUS_ZOMBIE])
+    dying = Proc([psutil.STATUS_RUNNING, psutil.STATUS_RUNNING, "gone"])
+    fleet_run._wait_dead([zombie, dying], timeout=60)
+    assert len(sleeps) == 2  # the zombie counted as dead at once; the other after two looks
+    assert zombie.states == [psutil.STATUS_ZOMBIE]

@@ -343,6 +343,27 @@ def _halted(p: Any) -> bool:
         return True
 
 
+def _wait_dead(procs: list[Any], timeout: float) -> None:
+    """Wait until every killed process is gone or a zombie.  ``psutil.wait_procs`` waits
+    for a zombie to be reaped, and a worker whose nanny was killed too is reaped by PID 1
+    when it gets to it (measured here: 1.6 s), which held the exit past its signal."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    left = procs
+    while left and time.monotonic() < deadline:
+        alive = []
+        for p in left:
+            try:
+                if p.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                    alive.append(p)
+            except psutil.Error:
+                pass
+        left = alive
+        if left:
+            time.sleep(0.005)
+
+
 def _quiet_resource_tracker() -> None:
     """Start multiprocessing's resource tracker with its stderr on /dev/null: a nanny
     killed by a signal leaves a semaphore registered, and the tracker, which still
@@ -461,7 +482,7 @@ def stop_local_cluster_now() -> None:
         for p in stopped.values():
             with contextlib.suppress(psutil.Error):
                 p.kill()
-        psutil.wait_procs(list(stopped.values()), timeout=2)
+        _wait_dead(list(stopped.values()), timeout=2.0)
     with contextlib.suppress(Exception):
         from distributed.deploy.spec import SpecCluster
 
