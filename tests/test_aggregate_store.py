@@ -211,6 +211,23 @@ def test_damaged_and_foreign_files_are_clear_errors(tmp_path):
     assert cli("annotate", PIE_PROFILE, PIE_BINARY, "--format", "aggregate")[0] == 2  # no -o
 
 
+def test_a_string_column_read_back_as_bytes_is_named(tmp_path):
+    """A one-bit flip in the footer can drop a column's UTF-8 annotation: pyarrow then
+    reads it as bytes.  Found by the aggregate fuzz test (merge failed comparing str with
+    bytes); now the column is named and the exit says the input is bad."""
+    a = str(tmp_path / "a.agg")
+    assert cli("annotate", PIE_PROFILE, PIE_BINARY, "--format", "aggregate", "-o", a)[0] == 0
+    t = pq.read_table(a)
+    i = t.schema.get_field_index("sha256")
+    t = t.set_column(i, pa.field("sha256", pa.binary()), t.column(i).cast(pa.binary()))
+    bad = tmp_path / "bytes.agg"
+    pq.write_table(t, str(bad))
+    for args in (("merge", str(bad), a, "-o", str(tmp_path / "m.agg")),
+                 ("annotate", str(bad), PIE_BINARY)):
+        code, out = cli(*args)
+        assert code == 3 and "column sha256 holds binary, not string" in out, out
+
+
 @pytest.mark.slow
 def test_core_commands_do_not_import_pyarrow_or_dask():
     code = ("import sys; from click.testing import CliRunner; from bbmap.cli import main; "

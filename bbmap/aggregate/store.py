@@ -641,6 +641,8 @@ def _damage(e: Exception) -> str:
 
     from bbmap.errors import library_words
 
+    if isinstance(e, _Damage):
+        return str(e)
     m = re.search(r'Field "([^"]+)"|\'([^\']+)\' is not in list', str(e))
     if isinstance(e, KeyError) and not m and e.args:
         return f"{e.args[0]!s} is missing"
@@ -649,9 +651,32 @@ def _damage(e: Exception) -> str:
     return library_words(e)
 
 
+class _Damage(ValueError):
+    """Damage described in bbmap's own words (``_damage`` passes them on as they are)."""
+
+
+def _check_types(table) -> None:  # noqa: ANN001
+    """Every column bbmap writes has the type ``_schema`` gives it: a damaged footer can
+    turn a string column into bytes (Parquet's BINARY without its UTF-8 annotation),
+    which would otherwise surface later as a comparison of str with bytes."""
+    import pyarrow as pa
+
+    for want in _schema():
+        if want.name not in table.schema.names:
+            continue  # a missing column is named where it is read
+        got = table.schema.field(want.name).type
+        ok = got == want.type
+        if want.name == "section":  # any string encoding of the section names
+            ok = ok or pa.types.is_string(got) or pa.types.is_large_string(got) or (
+                pa.types.is_dictionary(got) and pa.types.is_string(got.value_type))
+        if not ok:
+            raise _Damage(f"column {want.name} holds {got}, not {want.type}")
+
+
 def _from_table(table, meta: dict[str, str]) -> Aggregate:  # noqa: ANN001
     import pyarrow.compute as pc
 
+    _check_types(table)
     B = int(meta["num_blocks"])
     K = int(meta["num_functions"])
     cluster = meta.get("cluster_stats") == "1"
