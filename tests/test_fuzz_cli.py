@@ -12,6 +12,7 @@ words in its error lines (on stderr, the workers' included), within ``TIME_LIMIT
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import signal
@@ -98,10 +99,14 @@ def test_every_subcommand_survives_mutants(tmp_path, kind):
 
 @pytest.mark.slow
 @have_corpus
-def test_merge_and_annotate_survive_aggregate_mutants(tmp_path):
+def test_merge_and_annotate_survive_aggregate_mutants(tmp_path, monkeypatch):
     pytest.importorskip("pyarrow")
     seed_path = str(tmp_path / "seed.parquet")
-    code = CliRunner().invoke(main, ["annotate", PIE_PROFILE, PIE_BINARY, "--format",
+    # the aggregate records the profile's path as given: relative paths give the same seed
+    # file, and so the same mutants, in every clone (an absolute path moved them with it)
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = CliRunner().invoke(main, ["annotate", os.path.relpath(PIE_PROFILE),
+                                     os.path.relpath(PIE_BINARY), "--format",
                                      "aggregate", "-o", seed_path]).exit_code
     assert code == 0
     rng = random.Random(f"{SEED}-agg")
