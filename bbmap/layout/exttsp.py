@@ -699,7 +699,7 @@ class _Merger:
                       top: float) -> np.ndarray:
         """:meth:`_ft_bounds` on arrays: per kind (rows) and position in ``ks``, an upper
         bound on the score of the jumps between ``x`` and ``y``."""
-        if self._has_zero(x) or self._has_zero(y):
+        if x.zero or y.zero:
             return np.full((len(kinds), len(ks)), top)
         lo = np.maximum(np.maximum(self.c_fw[jumps], self.c_bw[jumps]), 0.0)
         b = self.wft[jumps] - lo
@@ -817,10 +817,6 @@ class _Merger:
         for e in lst:
             total += top[e] if ed[e] in heads or es[e] in tails else lo[e]
         return total
-
-    @staticmethod
-    def _has_zero(c: _Chain) -> bool:
-        return c.zero
 
     def _split_bound(self, c: _Chain) -> float:
         """An upper bound on what splitting ``c`` can add from its own jumps, whatever the
