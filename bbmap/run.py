@@ -22,6 +22,7 @@ the CFG pictures) does not open it again.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -458,6 +459,19 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
         from bbmap.binary.disasm_cache import DisasmCache
 
         cache = DisasmCache.from_env()
+    addr = getattr(res, "addresses", None)
+    ip = (addr.ip_addr, addr.ip_samples) if addr is not None and len(addr.ip_addr) else None
+    em = profile_model(sample_events(res))
+    if sample_model != "auto":
+        em = EventModel(em.event, sample_model, em.precise, "chosen with --sample-model")
+    results, key = _result_cache(cache, res, binary, mode, solver, em, ip, unknown)
+    if key is not None:  # the same inputs were inferred before: their columns
+        hit = results.load(key, res.block_map.num_blocks)
+        if hit is not None:
+            cols, meta = hit
+            return replace(res, **cols, count_source="inferred",
+                           inference=meta["inference"], sample_model=meta["sample_model"],
+                           notices=[*res.notices, *results.warnings])
     try:
         # only the functions inference will solve (those with samples in their blocks):
         # the rest of a large binary is not disassembled
@@ -467,14 +481,9 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
         return replace(res, inference={"status": "skipped", "reason": str(e)},
                        warnings=[*res.warnings, Diagnostic(
                            f"inference: {e}; counts not inferred", severity="warning")])
-    # the per-address IP histogram (the address aggregates) lets the model credit each
-    # sample to its instruction (spec/inference.md)
-    addr = getattr(res, "addresses", None)
-    ip = (addr.ip_addr, addr.ip_samples) if addr is not None and len(addr.ip_addr) else None
+    # the per-address IP histogram (the address aggregates, ``ip`` above) lets the model
+    # credit each sample to its instruction (spec/inference.md)
     notices = [*res.notices, *(cache.warnings if cache is not None else ())]
-    em = profile_model(sample_events(res))
-    if sample_model != "auto":
-        em = EventModel(em.event, sample_model, em.precise, "chosen with --sample-model")
     flow_cache = None
     if cache is not None:  # solved functions beside the disassembly (same switches)
         from bbmap.inference.flow_cache import FlowCache
@@ -487,8 +496,8 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     used = inf.quality.sample_model
     cf, ct, cc, clo, chi = _inferred_calls(cfg, inf.block_count, inf.block_low,
                                            inf.block_high)
-    return replace(
-        res, block_count=inf.block_count,
+    cols = dict(
+        block_count=inf.block_count,
         edge_from=np.concatenate([inf.edge_from, cf]),
         edge_to=np.concatenate([inf.edge_to, ct]),
         edge_kind=np.concatenate([np.where(inf.edge_fallthrough, K_FALLTHROUGH, K_BRANCH),
@@ -496,15 +505,50 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
         edge_count=np.concatenate([inf.edge_count, cc]).astype(np.int64),
         block_low=inf.block_low, block_high=inf.block_high,
         edge_low=np.concatenate([inf.edge_low, clo]).astype(np.int64),
-        edge_high=np.concatenate([inf.edge_high, chi]).astype(np.int64),
-        count_source="inferred", inference={"status": "ok", **inf.quality.to_json()},
-        sample_model={**em.to_json(), "model": used,
-                      **({"why": f"{em.why}; without the IP histogram of the samples "
-                                 f"(an aggregate made without it): the {used} model"}
-                         if used != em.model else {}),
-                      "relative": True, "confidence": CONFIDENCE,
-                      "spread": model_spread(used)},
-        notices=notices)
+        edge_high=np.concatenate([inf.edge_high, chi]).astype(np.int64))
+    meta = dict(inference={"status": "ok", **inf.quality.to_json()},
+                sample_model={**em.to_json(), "model": used,
+                              **({"why": f"{em.why}; without the IP histogram of the "
+                                         f"samples (an aggregate made without it): the "
+                                         f"{used} model"} if used != em.model else {}),
+                              "relative": True, "confidence": CONFIDENCE,
+                              "spread": model_spread(used)})
+    # as JSON stores it and reads it back: a fresh run, a hit and a run without the cache
+    # give the same values
+    meta = json.loads(json.dumps(meta))
+    if key is not None:
+        results.store(key, cols, meta)
+        notices.extend(results.warnings)
+    return replace(res, **cols, count_source="inferred", **meta, notices=notices)
+
+
+def _result_cache(cache, res: AnnotateResult, binary, mode: str,  # noqa: ANN001
+                  solver: str, em, ip: tuple[np.ndarray, np.ndarray] | None,  # noqa: ANN001
+                  unknown: np.ndarray | None) -> tuple[Any, str | None]:
+    """The whole-result cache beside ``cache`` (a DisasmCache, or None: no caching) and
+    the key of this inference's inputs (:mod:`bbmap.inference.result_cache` says what
+    they are); (None, None) where there is no cache or nothing to key on."""
+    if cache is None or getattr(binary, "_mm", None) is None:
+        return None, None
+    from bbmap.binary.disasm import capstone_version
+    from bbmap.inference import solvers
+    from bbmap.inference.result_cache import ResultCache, dist_version
+
+    try:
+        picked = solvers.pick(solver)
+    except BBMapError:
+        return None, None  # the solve itself will say why
+    m = res.block_map
+    parts = [f"mode={mode} solver={picked} numpy={np.__version__} "
+             f"capstone={capstone_version()} "
+             f"ortools={dist_version('ortools') if picked == 'ortools' else '-'}",
+             json.dumps(em.to_json(), sort_keys=True), binary._mm,
+             m.func_address, m.func_range_ptr, m.range_base, m.range_block_ptr,
+             m.block_offset, m.block_size, m.block_md,
+             np.asarray(res.block_samples, np.int64),
+             *(ip if ip is not None else (None, None)), unknown]
+    results = ResultCache(cache.dir)
+    return results, results.key(parts)
 
 
 def _one_of(flag: str, value: str, choices: Sequence[str]) -> None:

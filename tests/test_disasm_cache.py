@@ -77,6 +77,14 @@ def _entry(tmp_path) -> str:  # noqa: ANN001
     return os.path.join(tmp_path, name)
 
 
+def _forget_results(cache_dir) -> None:  # noqa: ANN001
+    """Drop the whole-result entries beside the disassembly (result_cache.py), so the next
+    run of the same inputs reads the disassembly entry instead of skipping it."""
+    import shutil
+
+    shutil.rmtree(os.path.join(cache_dir, "results"), ignore_errors=True)
+
+
 def _rewrite(raw: bytes, edit) -> bytes:  # noqa: ANN001
     """An entry with its JSON header changed by ``edit`` (the payload kept)."""
     import json
@@ -214,6 +222,7 @@ def test_cli_output_is_the_same_with_a_cold_warm_corrupt_or_no_cache(tmp_path, m
                 "json", "--inference-solver", "builtin"]
         if run == "corrupt":
             Path(_entry(tmp_path / "cache")).write_bytes(b"junk")
+            _forget_results(tmp_path / "cache")
         if run == "off":
             args.append("--no-cache")
         from bbmap.cli import main
@@ -283,6 +292,7 @@ def test_console_script_quick_exit_keeps_output_cache_and_warnings(fmt, tmp_path
     for run in ("cold", "warm", "corrupt"):
         if run == "corrupt":
             Path(_entry(tmp_path / "cache")).write_bytes(b"junk")
+            _forget_results(tmp_path / "cache")
         got = subprocess.run([sys.executable, "-m", "bbmap", *args], capture_output=True,
                              env=env, cwd=tmp_path)
         assert got.returncode == 0, got.stderr
@@ -352,6 +362,7 @@ def test_a_repeated_run_leaves_the_entry_alone(tmp_path, monkeypatch):
     p = _entry(tmp_path / "cache")
     old = int((os.stat(p).st_mtime - 2 * disasm_cache.TOUCH_AFTER) * 1e9)
     os.utime(p, ns=(old, old))
+    _forget_results(tmp_path / "cache")
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0 and r.stdout == outs[0]
     st = os.stat(p)
