@@ -54,8 +54,9 @@ _OPTIONS = (
                       "(precise instruction events such as instructions:pp per instruction, "
                       "timer and cycle events by time; spec/inference.md)"),
     click.option("--no-cache", "no_cache", is_flag=True,
-                 help="do not read or write the disassembly cache inference keeps per "
-                      "binary ($XDG_CACHE_HOME/bbmap/disasm; also BBMAP_NO_CACHE=1)"),
+                 help="do not read or write the caches inference keeps: the binary's "
+                      "disassembly, solved functions and whole results "
+                      "($XDG_CACHE_HOME/bbmap/disasm; also BBMAP_NO_CACHE=1)"),
     click.option("--event", "event", default=None, metavar="NAME",
                  help="count only this event's samples (a profile of several events: "
                       "cpu-clock, or with perf's modifiers cpu-clock:u); default: all, summed"),
