@@ -71,6 +71,7 @@ import numpy as np
 from bbmap.inference.solvers import INF_CAPACITY
 
 if TYPE_CHECKING:
+    from bbmap.inference.components import Split
     from bbmap.inference.flow_cache import FlowCache
 
 # ---- costs per unit of flow (see the module docstring for their sources)
@@ -321,29 +322,43 @@ def infer(p: FlowProblem, solver: str = "auto", *, workers: int | None = None,
     net = build_network(p)
     name = solvers.pick(solver)
     split = components.split_network(net)
-    nworkers = components.workers_from_env(workers)
-    flow = np.zeros(len(net.tail), np.int64)
-    if cache is not None:
-        keys = cache.keys(split, name)
-        got, hit = cache.lookup(keys, split)
-        solved = components.solve_functions(split, name, nworkers, skip=hit)
-        cached = hit[np.repeat(np.arange(split.count), np.diff(split.ptr))]
-        solved[cached] = got[cached]
-        cache.store(keys, split, solved, hit)
-    else:
-        solved = components.solve_functions(split, name, nworkers)
-    flow[split.arc] = solved
-    cost = int((flow * net.cost).sum())
-    ef = flow[net.edge_arc].astype(np.int64)
-    ef[net.reward_edge] += flow[net.reward_arc]
+    arcs, nodes, arc_cost = len(net.tail), net.nodes, net.cost
+    edge_arc, reward_edge, reward_arc = net.edge_arc, net.reward_edge, net.reward_arc
+    reward_block, floor_block, ceiling_block = \
+        net.reward_block, net.floor_block, net.ceiling_block
+    # the split holds the arcs now: the whole network's tail, head and capacity columns
+    # and its node table (~100 MB at 3.4 M arcs) go before the solve and its cache
+    del net
+    flow = np.zeros(arcs, np.int64)
+    flow[split.arc] = _solve(split, name, components.workers_from_env(workers), cache)
+    del split
+    cost = int((flow * arc_cost).sum())
+    ef = flow[edge_arc].astype(np.int64)
+    ef[reward_edge] += flow[reward_arc]
     # a block's count is what passes b.in -> b.out: everything that leaves b.in, i.e. its
     # raise arc (arc b) and its reward arc if it has one (arcs B.., see build_network)
     B = p.num_blocks
     bf = flow[:B].astype(np.int64)
-    R = len(net.reward_block)
-    bf[net.reward_block] += flow[B:B + R]
-    at = B + R + len(net.floor_block)
-    bf[net.floor_block] += flow[B + R:at]
-    bf[net.ceiling_block] += flow[at:at + len(net.ceiling_block)]
+    R = len(reward_block)
+    bf[reward_block] += flow[B:B + R]
+    at = B + R + len(floor_block)
+    bf[floor_block] += flow[B + R:at]
+    bf[ceiling_block] += flow[at:at + len(ceiling_block)]
     return FlowResult(block_flow=bf, edge_flow=ef, solver=name, cost=cost,
-                      arcs=len(net.tail), nodes=net.nodes)
+                      arcs=arcs, nodes=nodes)
+
+
+def _solve(split: Split, name: str, nworkers: int, cache: FlowCache | None) -> np.ndarray:
+    """Every function's flow, in the split's arc order: from the cache where it has the
+    function, solved otherwise (and stored)."""
+    from bbmap.inference import components
+
+    if cache is None:
+        return components.solve_functions(split, name, nworkers)
+    keys = cache.keys(split, name)
+    got, hit = cache.lookup(keys, split)
+    solved = components.solve_functions(split, name, nworkers, skip=hit)
+    cached = hit[np.repeat(np.arange(split.count), np.diff(split.ptr))]
+    solved[cached] = got[cached]
+    cache.store(keys, split, solved, hit)
+    return solved
