@@ -607,8 +607,9 @@ class _Merger:
                 g += score1(a_d - (a_s + sizes[s_]), e)
             if g > best_gain:
                 best_gain, best = g, (x0.cid, kind, 0)
-        if not self.p.chain_split or (best is not None and best_gain >= self._pair_bound(
-                x0, y0, lst)):
+        # (two one-block chains have no split position: the bound would change nothing)
+        if not self.p.chain_split or (len(xn) < 2 and len(yn) < 2) or (
+                best is not None and best_gain >= self._pair_bound(x0, y0, lst)):
             return (best_gain, best) if best is not None else None
         for x, y, xl, yl, oxx, oyy in ((x0, y0, xn, yn, ox, oy), (y0, x0, yn, xn, oy, ox)):
             nx = len(xl)
@@ -883,8 +884,10 @@ class _Merger:
             cl, ch = self.chains[lo], self.chains[hi]
             if lazy:
                 ub = self._inter_bound(cl, ch, self.adj[lo][hi])
-                if p.chain_split:
-                    ub += max(self._split_bound(cl), self._split_bound(ch))
+                if p.chain_split:  # (the cached bound read here: most pushes hit it)
+                    bl, bh = cl.bound, ch.bound
+                    ub += max(self._split_bound(cl) if bl is None else bl,
+                              self._split_bound(ch) if bh is None else bh)
                 if ub > MIN_GAIN:
                     heapq.heappush(heap, (-ub, 0, lo, hi, cl.ver, ch.ver, None))
                 return
