@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bbmap.layout import exttsp
 from bbmap.layout.align import (
     LOOP_ALIGNMENT_POLICIES,
     Padding,
@@ -228,8 +229,16 @@ def _layout_function(fn: FunctionCFG, counted: bool, p: ExtTspParams,
     score = _Scorer(fn, p) if len(fn.edges) else None
     after = None  # the kept order's score, once computed (the same call gives the same float)
     if reorder:
-        new = [v for v in ext_tsp_order(fn.sizes, fn.edges, p, counts=fn.counts, hot=hot)
-               if hot[v]]
+        if score.lean and n < exttsp.SMALL_MERGE:
+            # ext_tsp_order's lean path on the scorer's lists (the CFG is valid by
+            # construction: ext_tsp_order's checks and conversions would change nothing)
+            got = exttsp._LeanMerger(score.l_sizes, score.l_src, score.l_dst,
+                                     [float(x) for x in score.l_w],
+                                     [float(x) for x in fn.counts.tolist()], p,
+                                     hot.tolist()).run()
+        else:
+            got = ext_tsp_order(fn.sizes, fn.edges, p, counts=fn.counts, hot=hot)
+        new = [v for v in got if hot[v]]
         # keep the original order unless Ext-TSP scores higher (as LLVM's block placement
         # does): the greedy merger is not guaranteed to beat every layout
         s_new, after = score.of_order(new), score.of_order(order)
