@@ -312,3 +312,52 @@ def test_lean_scorer_is_the_numpy_scorer_bit_for_bit(seed, n, params, bounds):
         new_addr[cold] = (1 << 40) + np.concatenate(([0], np.cumsum(sizes[cold])[:-1]))
     assert lean.fallthroughs(order, cold) == (plan_mod._fallthroughs(addr, sizes, edges),
                                               plan_mod._fallthroughs(new_addr, sizes, edges))
+
+
+@pytest.mark.skipif(not LBR or not PLAIN, reason="corpus profiles absent")
+@pytest.mark.parametrize("case,inference", [(LBR[0], "auto"), (PLAIN[0], "auto"),
+                                            (PLAIN[0], "off")],
+                         ids=["lbr", "inferred", "ip-only"])
+def test_node_counts_of_all_functions_at_once_are_the_per_function_ones(case, inference):
+    """graph.py computes every function's node counts in one pass over all nodes (issue
+    32's plan_layout speed): the counts and hot flags must be what the per-function
+    computation (_node_counts, kept as the reference) gives."""
+    from bbmap.layout import graph
+
+    _, perf, binary = case
+    result = _result((perf,), binary, inference)
+    prog = build_program_cfg(result)
+    counted = prog.has_counts
+    calls, returns = _raw_calls(result, prog)
+    groups = [graph._by_column(rows, col, len(prog.functions))
+              for rows, col in ((calls, 2), (calls, 0), (returns, 0), (returns, 2))]
+    assert prog.functions
+    for fn in prog.functions:
+        got_counts, got_hot = fn.counts.copy(), fn.hot.copy()
+        ci, co, ro, ri = (g(fn.index) for g in groups)
+        graph._node_counts(fn, result, counted, ci, co, ro, ri)
+        assert got_counts.tolist() == fn.counts.tolist()
+        assert got_hot.tolist() == fn.hot.tolist()
+
+
+def _raw_calls(result, prog):
+    """The call and return rows build_program_cfg counts from (before merging)."""
+    from bbmap.aggregate.lbr import K_CALL, K_RETURN
+
+    if not prog.has_counts or not len(result.edge_from):
+        z = np.zeros((0, 5), np.int64)
+        return z, z
+    node_fn = np.full(result.block_map.num_blocks, -1, np.int64)
+    node_local = np.zeros(result.block_map.num_blocks, np.int64)
+    for fn in prog.functions:
+        node_fn[fn.blocks] = fn.index
+        node_local[fn.blocks] = np.arange(fn.num_nodes)
+    ef, et, ek, ec = result.edge_from, result.edge_to, result.edge_kind, result.edge_count
+    fa, fb = node_fn[ef], node_fn[et]
+    both = (fa >= 0) & (fb >= 0) & (ec > 0)
+    out = []
+    for kind in (K_CALL, K_RETURN):
+        k = both & (ek == kind)
+        out.append(np.stack([fa[k], node_local[ef[k]], fb[k], node_local[et[k]], ec[k]],
+                            axis=1).astype(np.int64))
+    return out[0], out[1]

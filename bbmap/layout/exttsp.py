@@ -580,7 +580,9 @@ class _Merger:
         dominates there).  Same candidates, same order, same formula; a split candidate is
         skipped when even turning every jump between the chains into a fall-through could
         not beat the best gain so far (exact: only strictly better gains are taken)."""
-        es, ed, sizes, score1 = self.l_es, self.l_ed, self.l_sizes, self._score1
+        es, ed, sizes = self.l_es, self.l_ed, self.l_sizes
+        l_ft, l_cfw, l_dfw, l_cbw, l_dbw = self.l_ft, self.l_cfw, self.l_dfw, self.l_cbw, \
+            self.l_dbw
         jumps = [(e, es[e], ed[e]) for e in lst]
         top = sum(self.l_top[e] for e in lst)  # no merge gains more from these jumps
         best_gain, best = -np.inf, None
@@ -604,7 +606,12 @@ class _Merger:
             for e, s_, d_ in jumps:
                 a_s = ox[s_] + bx if s_ in ox else oy[s_] + by
                 a_d = ox[d_] + bx if d_ in ox else oy[d_] + by
-                g += score1(a_d - (a_s + sizes[s_]), e)
+                d = a_d - (a_s + sizes[s_])  # _score1, inlined (the hottest loop)
+                if d == 0:
+                    g += l_ft[e]
+                else:
+                    v = l_cfw[e] - l_dfw[e] * d if d > 0 else l_cbw[e] + l_dbw[e] * d
+                    g += v if v > 0.0 else 0.0
             if g > best_gain:
                 best_gain, best = g, (x0.cid, kind, 0)
         # (two one-block chains have no split position: the bound would change nothing)
@@ -664,7 +671,12 @@ class _Merger:
                     for e, ps, os_, pd, od, ss in jj:
                         a_s = os_ + (by if ps < 0 else b1 if ps < j else b2)
                         a_d = od + (by if pd < 0 else b1 if pd < j else b2)
-                        g += score1(a_d - a_s - ss, e)
+                        d = a_d - a_s - ss  # _score1, inlined
+                        if d == 0:
+                            g += l_ft[e]
+                        else:
+                            v = l_cfw[e] - l_dfw[e] * d if d > 0 else l_cbw[e] + l_dbw[e] * d
+                            g += v if v > 0.0 else 0.0
                     if g > best_gain:
                         best_gain, best = g, (x.cid, kind, j)
         return (best_gain, best) if best is not None else None

@@ -171,11 +171,12 @@ def build_program_cfg(result: AnnotateResult, top: int | None = None) -> Program
         rs = both & (ek == K_RETURN)
         returns = np.stack([fa[rs], node_local[ef[rs]], fb[rs], node_local[et[rs]], ec[rs]],
                            axis=1).astype(np.int64)
-    groups = [_by_column(rows, col, len(functions))
-              for rows, col in ((calls, 2), (calls, 0), (returns, 0), (returns, 2))]
-    for fn in functions:
-        ci, co, ro, ri = (g(fn.index) for g in groups)
-        _node_counts(fn, result, counted, ci, co, ro, ri)
+    if counted:
+        _all_node_counts(functions, result, calls, returns)
+    else:
+        for fn in functions:
+            fn.counts = fn.samples.copy()
+            fn.hot = fn.samples > 0
     return ProgramCFG(binary=result.binary, count_source=src, functions=functions,
                       calls=_merge_rows(calls), returns=_merge_rows(returns), unmapped=unmapped)
 
@@ -226,6 +227,56 @@ def _by_column(rows: np.ndarray, col: int, n: int):  # noqa: ANN202
     bounds = np.searchsorted(srt[:, col], np.arange(n + 1)) if len(rows) else np.zeros(
         n + 1, np.int64)
     return lambda i: srt[bounds[i]:bounds[i + 1]]
+
+
+def _all_node_counts(functions: list[FunctionCFG], result: AnnotateResult,
+                     calls: np.ndarray, returns: np.ndarray) -> None:
+    """:func:`_node_counts` of every function at once, over nodes numbered across all the
+    functions (a dozen array calls per function otherwise: issue 32's plan_layout
+    speed).  The same numbers: each node's weighted ``bincount`` adds the same rows in
+    the same order (a function's edge rows are a slice of one sorted array, its calls
+    and returns keep their order), the in- and out-sums of edges and of calls/returns are
+    added as two sums as there, and maxima do not depend on order
+    (``tests/test_layout_plan.py`` compares the two)."""
+    if not functions:
+        return
+    lens = np.array([fn.num_nodes for fn in functions], np.int64)
+    start = np.concatenate(([0], np.cumsum(lens)))
+    N = int(start[-1])
+    blocks = np.concatenate([fn.blocks for fn in functions])
+    cnt = result.block_count[blocks].astype(np.int64)
+    samples = np.concatenate([fn.samples for fn in functions])
+    ne = np.array([len(fn.edges) for fn in functions], np.int64)
+    e = np.concatenate([fn.edges for fn in functions]) if ne.sum() else np.zeros((0, 3),
+                                                                                 np.int64)
+    base = np.repeat(start[:-1], ne)
+    sum_in = np.bincount(base + e[:, 1], weights=e[:, 2], minlength=N)
+    sum_out = np.bincount(base + e[:, 0], weights=e[:, 2], minlength=N)
+    if len(calls):  # calls into a function's node / returns out of one, summed apart
+        sum_in += np.bincount(start[calls[:, 2]] + calls[:, 3], weights=calls[:, 4],
+                              minlength=N)
+    if len(returns):
+        sum_out += np.bincount(start[returns[:, 0]] + returns[:, 1], weights=returns[:, 4],
+                               minlength=N)
+    heavy = np.zeros(N)  # the heaviest call out of and return into each node
+    if len(calls):
+        np.maximum.at(heavy, start[calls[:, 0]] + calls[:, 1], calls[:, 4])
+    if len(returns):
+        np.maximum.at(heavy, start[returns[:, 2]] + returns[:, 3], returns[:, 4])
+    counts = np.maximum.reduce([cnt, sum_in.astype(np.int64), sum_out.astype(np.int64),
+                                heavy.astype(np.int64)])
+    fid = np.repeat(np.arange(len(functions)), lens)
+    # sampled, but no execution count reached it: its samples say which blocks are hot
+    no_count = np.bincount(fid, weights=counts != 0, minlength=len(functions)) == 0
+    sampled = np.bincount(fid, weights=samples != 0, minlength=len(functions)) > 0
+    fallback = np.repeat(no_count & sampled, lens)
+    counts = np.where(fallback, samples, counts)
+    hot = (counts > 0) | (samples > 0)  # a block with samples ran: never .cold
+    bounds = start.tolist()
+    for i, fn in enumerate(functions):
+        a, b = bounds[i], bounds[i + 1]
+        fn.counts = counts[a:b]
+        fn.hot = hot[a:b]
 
 
 def _node_counts(fn: FunctionCFG, result: AnnotateResult, counted: bool, ci: np.ndarray,
