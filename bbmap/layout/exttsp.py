@@ -771,8 +771,15 @@ class _Merger:
                         pre.append((e, lo + 1, hi + 1, ps < pd, dist, score1(dist, e)))
                     x.cache["pre"] = pre
                 diff = [0.0] * (L + 1)
+                l_ft, l_cfw, l_dfw, l_cbw, l_dbw = self.l_ft, self.l_cfw, self.l_dfw, \
+                    self.l_cbw, self.l_dbw
                 for e, lo, hi, fwd, dist, old in pre:
-                    delta = score1(dist + (shift if fwd else -shift), e) - old
+                    d = dist + (shift if fwd else -shift)  # _score1, inlined
+                    if d == 0:
+                        delta = l_ft[e] - old
+                    else:
+                        v = l_cfw[e] - l_dfw[e] * d if d > 0 else l_cbw[e] + l_dbw[e] * d
+                        delta = (v if v > 0.0 else 0.0) - old
                     if delta:
                         diff[lo] += delta
                         diff[hi] -= delta
