@@ -326,3 +326,65 @@ def test_chain_state_matches_its_definition_after_every_merge(seed, n, params):
             m.run()
         finally:
             exttsp.SMALL_MERGE = default
+
+
+_PARAM_SETS = [PROPELLER, LLVM, PROPELLER.with_(chain_split_threshold=0),
+               LLVM.with_(chain_split_threshold=2), PROPELLER.with_(split_along_jumps=False,
+                                                                     chain_split_threshold=1),
+               LLVM.with_(chain_split=False), PROPELLER.with_(fallthrough_weight=0.5)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, exttsp.SMALL_MERGE - 1),
+       params=st.sampled_from(_PARAM_SETS), given_counts=st.booleans(),
+       given_hot=st.booleans(), parallel=st.booleans())
+def test_lean_merger_is_the_merger_bit_for_bit(seed, n, params, given_counts, given_hot,
+                                               parallel):
+    """Graphs under SMALL_MERGE blocks go to the list-based _LeanMerger (issue 32's
+    plan_layout speed): it must build the same per-jump floats, chains and chain counts
+    as the numpy set-up and make the same merges, so the order is the same -- not merely
+    as good (zero sizes, parallel jumps, self-loops, zero weights, given or derived counts
+    and hot flags, every search option)."""
+    rng = random.Random(seed)
+    sizes, edges = _random_graph(rng, n)
+    if parallel and edges:
+        edges += [(s, d, rng.choice([0, 3, rng.random() * 1e6])) for s, d, _ in edges[::2]]
+    counts = [rng.choice([0, 1, 7.5, rng.random() * 1e7]) for _ in range(n)] \
+        if given_counts else None
+    hot = None
+    if given_hot:  # (as plan.py gives them: every end of a positive jump is hot)
+        hot = [rng.random() < 0.3 for _ in range(n)]
+        for a, b, x in edges:
+            if x > 0:
+                hot[a] = hot[b] = True
+    s = np.asarray(sizes, np.int64)
+    src, dst, w = exttsp.edge_arrays(n, edges)
+    c = None if counts is None else np.asarray(counts, np.float64)
+    h = None if hot is None else np.asarray(hot, bool)
+    big = exttsp._Merger(s, src, dst, w, c, params, h)
+    lean = exttsp._LeanMerger(s.tolist(), src.tolist(), dst.tolist(), w.tolist(),
+                              counts, params, hot)
+    for name, arr in (("l_es", big.es), ("l_ed", big.ed), ("l_ew", big.ew),
+                      ("l_ft", big.wft), ("l_cfw", big.c_fw), ("l_dfw", big.d_fw),
+                      ("l_cbw", big.c_bw), ("l_dbw", big.d_bw), ("l_counts", big.counts),
+                      ("l_hot", big.hot)):
+        assert getattr(lean, name) == arr.tolist(), name
+    for name in ("l_top", "l_lo", "l_sizes"):
+        assert getattr(lean, name) == getattr(big, name), name
+    assert lean.node_chain == big.node_chain.tolist()
+    assert {k: (c.nodes, c.size, c.count, c.head, c.tail, c.zero, c.selfj)
+            for k, c in lean.chains.items()} == \
+        {k: (c.nodes.tolist(), c.size, c.count, c.head, c.tail, c.zero, c.selfj)
+         for k, c in big.chains.items()}
+    assert lean.adj == big.adj
+    assert lean.run() == big.run()
+    assert ext_tsp_order(sizes, edges, params, counts=counts, hot=hot) == \
+        exttsp._Merger(s, src, dst, w, c, params, h).run()
+
+
+@settings(max_examples=300, deadline=None)
+@given(xs=st.lists(st.floats(0, 1e12) | st.sampled_from([0.0, 1.05, 0.1, 1e-9]),
+                   max_size=700))
+def test_np_sum_is_numpy_sum_bit_for_bit(xs):
+    """_np_sum reproduces numpy's pairwise summation exactly (its three regimes)."""
+    assert exttsp._np_sum(xs) == float(np.asarray(xs, np.float64).sum())

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import functools
 import itertools
+import random
 
 import numpy as np
 import pytest
 from helpers import profile_cases
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import bbmap
 from bbmap.layout import exttsp
@@ -266,3 +269,95 @@ def test_inferred_call_edges_order_functions():
         assert k >= 1 and n == k * res.block_count[a]
     plan = plan_layout(res)
     assert plan.function_order == "c3"
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 45),
+       params=st.sampled_from([PROPELLER, LLVM, PROPELLER.with_(fallthrough_weight=0.5)]),
+       bounds=st.booleans())
+def test_lean_scorer_is_the_numpy_scorer_bit_for_bit(seed, n, params, bounds):
+    """Small functions are scored on lists (plan._Scorer's lean path, issue 32's
+    plan_layout speed): every score and fall-through count must be the numpy path's to
+    the last bit -- the plan's report and its keep-or-replace decisions depend on them."""
+    from types import SimpleNamespace
+
+    from bbmap.layout import plan as plan_mod
+
+    rng = random.Random(seed)
+    sizes = np.array([rng.choice([0, 1, 2, 5, 16, 64, 300, 700]) for _ in range(n)], np.int64)
+    edges = np.array([(rng.randrange(n), rng.randrange(n),
+                       rng.choice([0, 1, 9, rng.randint(1, 10**7)]))
+                      for _ in range(rng.randint(1, 3 * n))], np.int64)
+    addr = np.cumsum(np.concatenate(([rng.randrange(1 << 20)], sizes[:-1]
+                                     + np.array([rng.choice([0, 0, 3, 2000])
+                                                 for _ in range(n - 1)], np.int64))))
+    fn = SimpleNamespace(num_nodes=n, edges=edges, sizes=sizes, addr=addr)
+    w = (np.array([rng.random() * 1e6 for _ in range(len(edges))]) if bounds else None)
+    lean, full = plan_mod._Scorer(fn, params, weights=w), plan_mod._Scorer(fn, params, weights=w)
+    assert lean.lean == (n < exttsp.SMALL_MERGE)
+    full.lean = False
+    if not lean.lean:
+        return
+    full.ft, full.fw, full.bw = exttsp._coefficients(n, full.src, params)
+    order = rng.sample(range(n), rng.randint(0, n))
+    cold = [v for v in range(n) if v not in order and rng.random() < 0.5]
+    present = np.array([rng.random() < 0.6 for _ in range(n)])
+    assert lean.of_order(order) == full.of_order(order)
+    assert lean.at(addr) == full.at(addr)
+    assert lean.at(addr, present) == full.at(addr, present)
+    new_addr = np.full(n, -(1 << 40), np.int64)
+    if order:
+        new_addr[order] = np.concatenate(([0], np.cumsum(sizes[order])[:-1]))
+    if cold:
+        new_addr[cold] = (1 << 40) + np.concatenate(([0], np.cumsum(sizes[cold])[:-1]))
+    assert lean.fallthroughs(order, cold) == (plan_mod._fallthroughs(addr, sizes, edges),
+                                              plan_mod._fallthroughs(new_addr, sizes, edges))
+
+
+@pytest.mark.skipif(not LBR or not PLAIN, reason="corpus profiles absent")
+@pytest.mark.parametrize("case,inference", [(LBR[0], "auto"), (PLAIN[0], "auto"),
+                                            (PLAIN[0], "off")],
+                         ids=["lbr", "inferred", "ip-only"])
+def test_node_counts_of_all_functions_at_once_are_the_per_function_ones(case, inference):
+    """graph.py computes every function's node counts in one pass over all nodes (issue
+    32's plan_layout speed): the counts and hot flags must be what the per-function
+    computation (_node_counts, kept as the reference) gives."""
+    from bbmap.layout import graph
+
+    _, perf, binary = case
+    result = _result((perf,), binary, inference)
+    prog = build_program_cfg(result)
+    counted = prog.has_counts
+    calls, returns = _raw_calls(result, prog)
+    groups = [graph._by_column(rows, col, len(prog.functions))
+              for rows, col in ((calls, 2), (calls, 0), (returns, 0), (returns, 2))]
+    assert prog.functions
+    for fn in prog.functions:
+        got_counts, got_hot = fn.counts.copy(), fn.hot.copy()
+        ci, co, ro, ri = (g(fn.index) for g in groups)
+        graph._node_counts(fn, result, counted, ci, co, ro, ri)
+        assert got_counts.tolist() == fn.counts.tolist()
+        assert got_hot.tolist() == fn.hot.tolist()
+
+
+def _raw_calls(result, prog):
+    """The call and return rows build_program_cfg counts from (before merging)."""
+    from bbmap.aggregate.lbr import K_CALL, K_RETURN
+
+    if not prog.has_counts or not len(result.edge_from):
+        z = np.zeros((0, 5), np.int64)
+        return z, z
+    node_fn = np.full(result.block_map.num_blocks, -1, np.int64)
+    node_local = np.zeros(result.block_map.num_blocks, np.int64)
+    for fn in prog.functions:
+        node_fn[fn.blocks] = fn.index
+        node_local[fn.blocks] = np.arange(fn.num_nodes)
+    ef, et, ek, ec = result.edge_from, result.edge_to, result.edge_kind, result.edge_count
+    fa, fb = node_fn[ef], node_fn[et]
+    both = (fa >= 0) & (fb >= 0) & (ec > 0)
+    out = []
+    for kind in (K_CALL, K_RETURN):
+        k = both & (ek == kind)
+        out.append(np.stack([fa[k], node_local[ef[k]], fb[k], node_local[et[k]], ec[k]],
+                            axis=1).astype(np.int64))
+    return out[0], out[1]

@@ -285,7 +285,12 @@ class _Merger:
         fp = np.full(n, -1, np.int64)
         fp[fs[fs >= 0]] = np.flatnonzero(fs >= 0)
         # cycles of forced edges: cut the edge into the smallest block of the cycle (LLVM)
-        fsl, fpl = fs.tolist(), fp.tolist()
+        self._build_chains(fs.tolist(), fp.tolist(), E)
+
+    def _build_chains(self, fsl: list[int], fpl: list[int], E: int) -> None:
+        """Chains from the forced successor / predecessor of each block (-1: none): cut
+        the cycles, then one chain per forced path, and the jumps between chains."""
+        n = self.n
         for v in range(n):
             if fsl[v] < 0 or fpl[v] < 0:
                 continue
@@ -295,28 +300,26 @@ class _Merger:
             if u == v:
                 fsl[fpl[v]] = -1
                 fpl[v] = -1
-        self.forced_next = np.array(fsl, np.int64)
-        hot_l, sizes_l, counts_l = self.hot.tolist(), self.sizes.tolist(), self.counts.tolist()
+        self.forced_next = self._array(fsl)
+        hot_l, sizes_l, counts_l = self._lists()
         singles = []
         for v in range(n):
             if not hot_l[v] or fpl[v] >= 0:
                 continue
             if fsl[v] < 0:  # a chain of one block: no numpy per chain (most of them)
                 singles.append(v)
-                self.chains[v] = _Chain(v, np.array([v], np.int64), sizes_l[v], counts_l[v],
+                self.chains[v] = _Chain(v, self._array([v]), sizes_l[v], counts_l[v],
                                         head=v, tail=v, zero=sizes_l[v] == 0)
                 self.adj[v] = {}
                 continue
             path = [v]
             while fsl[path[-1]] >= 0:
                 path.append(fsl[path[-1]])
-            self._new_chain(np.array(path, np.int64))
-        if singles:
-            self.node_chain[singles] = singles  # node_pos, node_off stay 0
+            self._new_chain(self._array(path))
+        nc = self._chain_of(singles)
         for c in self.chains.values():
             c.selfj = []
         # chain adjacency: the jumps between each pair of chains, one shared list per pair
-        nc = self.node_chain.tolist()
         es, ed = self.l_es, self.l_ed
         for e in range(E):
             a, b = nc[es[e]], nc[ed[e]]
@@ -329,6 +332,20 @@ class _Merger:
                 self.adj[a][b] = lst
                 self.adj[b][a] = lst
             lst.append(e)
+
+    @staticmethod
+    def _array(nodes: list[int]) -> np.ndarray:
+        return np.array(nodes, np.int64)
+
+    def _lists(self) -> tuple[list[bool], list[int], list[float]]:
+        """Hot flags, sizes and counts per block, as lists."""
+        return self.hot.tolist(), self.sizes.tolist(), self.counts.tolist()
+
+    def _chain_of(self, singles: list[int]) -> list[int]:
+        """Record the one-block chains (node_pos, node_off stay 0); block -> chain id."""
+        if singles:
+            self.node_chain[singles] = singles
+        return self.node_chain.tolist()
 
     def _new_chain(self, nodes: np.ndarray) -> None:
         cid = int(nodes.min())
@@ -563,12 +580,14 @@ class _Merger:
         dominates there).  Same candidates, same order, same formula; a split candidate is
         skipped when even turning every jump between the chains into a fall-through could
         not beat the best gain so far (exact: only strictly better gains are taken)."""
-        es, ed, sizes, score1 = self.l_es, self.l_ed, self.l_sizes, self._score1
+        es, ed, sizes = self.l_es, self.l_ed, self.l_sizes
+        l_ft, l_cfw, l_dfw, l_cbw, l_dbw = self.l_ft, self.l_cfw, self.l_dfw, self.l_cbw, \
+            self.l_dbw
         jumps = [(e, es[e], ed[e]) for e in lst]
         top = sum(self.l_top[e] for e in lst)  # no merge gains more from these jumps
         best_gain, best = -np.inf, None
-        xn = x0.nodes.tolist()
-        yn = y0.nodes.tolist()
+        xn = self._node_list(x0)
+        yn = self._node_list(y0)
 
         def offsets(nodes: list[int]) -> dict[int, int]:
             out, o = {}, 0
@@ -587,11 +606,17 @@ class _Merger:
             for e, s_, d_ in jumps:
                 a_s = ox[s_] + bx if s_ in ox else oy[s_] + by
                 a_d = ox[d_] + bx if d_ in ox else oy[d_] + by
-                g += score1(a_d - (a_s + sizes[s_]), e)
+                d = a_d - (a_s + sizes[s_])  # _score1, inlined (the hottest loop)
+                if d == 0:
+                    g += l_ft[e]
+                else:
+                    v = l_cfw[e] - l_dfw[e] * d if d > 0 else l_cbw[e] + l_dbw[e] * d
+                    g += v if v > 0.0 else 0.0
             if g > best_gain:
                 best_gain, best = g, (x0.cid, kind, 0)
-        if not self.p.chain_split or (best is not None and best_gain >= self._pair_bound(
-                x0, y0, lst)):
+        # (two one-block chains have no split position: the bound would change nothing)
+        if not self.p.chain_split or (len(xn) < 2 and len(yn) < 2) or (
+                best is not None and best_gain >= self._pair_bound(x0, y0, lst)):
             return (best_gain, best) if best is not None else None
         for x, y, xl, yl, oxx, oyy in ((x0, y0, xn, yn, ox, oy), (y0, x0, yn, xn, oy, ox)):
             nx = len(xl)
@@ -646,7 +671,12 @@ class _Merger:
                     for e, ps, os_, pd, od, ss in jj:
                         a_s = os_ + (by if ps < 0 else b1 if ps < j else b2)
                         a_d = od + (by if pd < 0 else b1 if pd < j else b2)
-                        g += score1(a_d - a_s - ss, e)
+                        d = a_d - a_s - ss  # _score1, inlined
+                        if d == 0:
+                            g += l_ft[e]
+                        else:
+                            v = l_cfw[e] - l_dfw[e] * d if d > 0 else l_cbw[e] + l_dbw[e] * d
+                            g += v if v > 0.0 else 0.0
                     if g > best_gain:
                         best_gain, best = g, (x.cid, kind, j)
         return (best_gain, best) if best is not None else None
@@ -741,8 +771,15 @@ class _Merger:
                         pre.append((e, lo + 1, hi + 1, ps < pd, dist, score1(dist, e)))
                     x.cache["pre"] = pre
                 diff = [0.0] * (L + 1)
+                l_ft, l_cfw, l_dfw, l_cbw, l_dbw = self.l_ft, self.l_cfw, self.l_dfw, \
+                    self.l_cbw, self.l_dbw
                 for e, lo, hi, fwd, dist, old in pre:
-                    delta = score1(dist + (shift if fwd else -shift), e) - old
+                    d = dist + (shift if fwd else -shift)  # _score1, inlined
+                    if d == 0:
+                        delta = l_ft[e] - old
+                    else:
+                        v = l_cfw[e] - l_dfw[e] * d if d > 0 else l_cbw[e] + l_dbw[e] * d
+                        delta = (v if v > 0.0 else 0.0) - old
                     if delta:
                         diff[lo] += delta
                         diff[hi] -= delta
@@ -754,6 +791,11 @@ class _Merger:
                     x.cache[key] = row
             out.append(row)
         return out
+
+    @staticmethod
+    def _node_list(c: _Chain) -> list[int]:
+        """The chain's blocks as a list of ints (read only)."""
+        return c.nodes.tolist()
 
     def _merged_nodes(self, x: _Chain, y: _Chain, kind: int, k: int) -> np.ndarray:
         X, Y = x.nodes, y.nodes
@@ -832,7 +874,7 @@ class _Merger:
             got = 0.0
             if L >= 2 and c.selfj:
                 if L + 1 <= SMALL_MERGE:
-                    xl = c.nodes.tolist()
+                    xl = self._node_list(c)
                     off, o = {}, 0
                     for v in xl:
                         off[v] = o
@@ -861,8 +903,10 @@ class _Merger:
             cl, ch = self.chains[lo], self.chains[hi]
             if lazy:
                 ub = self._inter_bound(cl, ch, self.adj[lo][hi])
-                if p.chain_split:
-                    ub += max(self._split_bound(cl), self._split_bound(ch))
+                if p.chain_split:  # (the cached bound read here: most pushes hit it)
+                    bl, bh = cl.bound, ch.bound
+                    ub += max(self._split_bound(cl) if bl is None else bl,
+                              self._split_bound(ch) if bh is None else bh)
                 if ub > MIN_GAIN:
                     heapq.heappush(heap, (-ub, 0, lo, hi, cl.ver, ch.ver, None))
                 return
@@ -899,6 +943,211 @@ class _Merger:
         return order
 
 
+
+def _np_sum(xs: list[float]) -> float:
+    """``float(np.asarray(xs).sum())`` in plain Python, to the last bit: numpy's pairwise
+    summation (a plain loop from 0.0 below 8 items, eight running sums up to 128, halves
+    cut at a multiple of 8 above).  The lean merger uses it where the numpy path sums."""
+    n = len(xs)
+    if n < 8:
+        r = 0.0
+        for x in xs:
+            r += x
+        return r
+    if n <= 128:
+        r0, r1, r2, r3, r4, r5, r6, r7 = xs[:8]
+        i, stop = 8, n - n % 8
+        while i < stop:
+            r0 += xs[i]
+            r1 += xs[i + 1]
+            r2 += xs[i + 2]
+            r3 += xs[i + 3]
+            r4 += xs[i + 4]
+            r5 += xs[i + 5]
+            r6 += xs[i + 6]
+            r7 += xs[i + 7]
+            i += 8
+        r = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        for x in xs[stop:]:
+            r += x
+        return r
+    h = n // 2
+    h -= h % 8
+    return _np_sum(xs[:h]) + _np_sum(xs[h:])
+
+
+class _LeanMerger(_Merger):
+    """:class:`_Merger` for a graph of fewer than ``SMALL_MERGE`` blocks, on plain lists.
+
+    Why: most hot functions of a program have a handful of blocks, and there the merger's
+    numpy set-up (~70 array calls on arrays of five items) cost more than the merging
+    (issue 32: 0.21 ms a function, 0.78 s of ``plan_layout`` on 3,711 five-block
+    functions).  Below ``SMALL_MERGE`` blocks every merge and every split bound already
+    takes the plain-Python evaluators, so only the set-up and the chain bookkeeping move
+    to lists; each float is made by the same operations in the same order as the numpy
+    set-up (parallel jumps summed in input order as ``bincount`` does, chain counts summed
+    pairwise as ``ndarray.sum`` does: :func:`_np_sum`), so the merges -- and the order --
+    are the same bit for bit (``tests/test_layout_exttsp.py`` compares the two on random
+    graphs, every attribute the merging reads included).
+
+    ``sizes`` (ints), ``src``/``dst`` (ints), ``w`` (floats), ``counts`` (floats or None)
+    and ``hot`` (bools or None) are lists, checked by the caller."""
+
+    def __init__(self, sizes: list[int], src: list[int], dst: list[int], w: list[float],
+                 counts: list[float] | None, p: ExtTspParams,
+                 hot: list[bool] | None) -> None:
+        n = len(sizes)
+        self.p = p
+        self.n = n
+        self.split_forced = True
+        self._bounds_valid = (
+            p.fallthrough_weight >= max(p.forward_weight, p.backward_weight)
+            and p.fallthrough_weight_uncond >= max(p.forward_weight_uncond,
+                                                   p.backward_weight_uncond))
+        self.l_sizes = sizes
+        # LLVM's conditional split over every given edge (zero weights, self-loops too)
+        outdeg = [0] * n
+        for v in src:
+            outdeg[v] += 1
+        # positive jumps between distinct blocks, parallel ones summed in input order
+        acc: dict[int, float] = {}
+        for s_, d_, x in zip(src, dst, w):
+            if x > 0 and s_ != d_:
+                k = s_ * n + d_
+                acc[k] = acc.get(k, 0.0) + x
+        keys = sorted(acc)
+        fd, bd = p.forward_distance, p.backward_distance
+        es, ed, ft, cfw, dfw, cbw, dbw, top, lo = [], [], [], [], [], [], [], [], []
+        for k in keys:
+            s_, d_ = divmod(k, n)
+            ew = acc[k]
+            cond = outdeg[s_] > 1
+            a = (p.fallthrough_weight if cond else p.fallthrough_weight_uncond) * ew
+            b = (p.forward_weight if cond else p.forward_weight_uncond) * ew
+            c = (p.backward_weight if cond else p.backward_weight_uncond) * ew
+            es.append(s_)
+            ed.append(d_)
+            ft.append(a)
+            cfw.append(b)
+            dfw.append(b / fd)
+            cbw.append(c)
+            dbw.append(c / bd)
+            m = b if b >= c else c
+            top.append(a if a >= m else m)
+            lo.append(m if m >= 0.0 else 0.0)
+        self.l_es, self.l_ed, self.l_ft = es, ed, ft
+        self.l_cfw, self.l_dfw, self.l_cbw, self.l_dbw = cfw, dfw, cbw, dbw
+        self.l_top, self.l_lo = top, lo
+        self.l_ew = [acc[k] for k in keys]
+        if counts is None:  # Propeller's CalculateFrequency: max of in- and out-weight
+            cin, cout = [0.0] * n, [0.0] * n
+            for s_, d_, x in zip(es, ed, self.l_ew):
+                cin[d_] += x
+                cout[s_] += x
+            counts = [a if a >= b else b for a, b in zip(cin, cout)]
+        self.l_counts = counts
+        if hot is None:  # a positive count or any positive jump, self-loops included
+            hot = [c > 0 for c in counts]
+            for s_, d_, x in zip(src, dst, w):
+                if x > 0:
+                    hot[s_] = hot[d_] = True
+        else:
+            hot = list(hot)
+        if n:
+            hot[0] = True
+        self.l_hot = hot
+        self.node_chain = [-1] * n
+        self.node_pos = [0] * n
+        self.node_off = [0] * n
+        self.chains = {}
+        self.adj = {}
+        self._init_chains(len(keys))
+
+    def _init_chains(self, E: int) -> None:
+        n, es, ed, ew, hot = self.n, self.l_es, self.l_ed, self.l_ew, self.l_hot
+        outdeg, indeg = [0] * n, [0] * n
+        only = [-1] * n  # the one jump out of a block (when it has one)
+        weight = {}
+        for e in range(E):
+            outdeg[es[e]] += 1
+            indeg[ed[e]] += 1
+            only[es[e]] = e
+            weight[(es[e], ed[e])] = ew[e]
+        fs = [-1] * n
+        for v in range(n):
+            if outdeg[v] != 1:
+                continue
+            t = ed[only[v]]
+            # see _Merger._init_chains: not when the jump back is heavier
+            if (indeg[t] == 1 and t != 0 and hot[v] and hot[t]
+                    and ew[only[v]] >= weight.get((t, v), 0.0)):
+                fs[v] = t
+        fp = [-1] * n
+        for v in range(n):
+            if fs[v] >= 0:
+                fp[fs[v]] = v
+        self._build_chains(fs, fp, E)
+
+    @staticmethod
+    def _array(nodes: list[int]) -> list[int]:
+        return nodes
+
+    def _lists(self) -> tuple[list[bool], list[int], list[float]]:
+        return self.l_hot, self.l_sizes, self.l_counts
+
+    def _chain_of(self, singles: list[int]) -> list[int]:
+        for v in singles:
+            self.node_chain[v] = v
+        return self.node_chain
+
+    def _new_chain(self, nodes: list[int]) -> None:
+        cid = min(nodes)
+        sizes = self.l_sizes
+        self.chains[cid] = _Chain(cid, nodes, sum(sizes[v] for v in nodes),
+                                  _np_sum([self.l_counts[v] for v in nodes]),
+                                  head=nodes[0], tail=nodes[-1],
+                                  zero=any(sizes[v] == 0 for v in nodes))
+        self.adj[cid] = {}
+        self._place(cid, nodes)
+
+    def _place(self, cid: int, nodes: list[int]) -> None:
+        chain, pos, off, sizes, o = self.node_chain, self.node_pos, self.node_off, \
+            self.l_sizes, 0
+        for i, v in enumerate(nodes):
+            chain[v], pos[v], off[v] = cid, i, o
+            o += sizes[v]
+
+    @staticmethod
+    def _node_list(c: _Chain) -> list[int]:
+        return c.nodes
+
+    def _merged_nodes(self, x: _Chain, y: _Chain, kind: int, k: int) -> list[int]:
+        X, Y = x.nodes, y.nodes
+        if kind == X_Y:
+            return X + Y
+        if kind == Y_X:
+            return Y + X
+        X1, X2 = X[:k], X[k:]
+        if kind == X1_Y_X2:
+            return X1 + Y + X2
+        if kind == Y_X2_X1:
+            return Y + X2 + X1
+        if kind == X2_X1_Y:
+            return X2 + X1 + Y
+        return X2 + Y + X1
+
+    def _best_merge(self, a: int, b: int) -> tuple[float, tuple[int, int, int]] | None:
+        ca, cb = self.chains[a], self.chains[b]
+        x, y = (ca, cb) if a < b else (cb, ca)
+        return self._best_merge_small(x, y, self.adj[a][b])
+
+    def _concat(self) -> list[int]:
+        chains = sorted(self.chains.values(),
+                        key=lambda c: (c.head != 0, -c.count / max(c.size, 1), c.cid))
+        order = [v for c in chains for v in c.nodes]
+        order += [v for v, h in enumerate(self.l_hot) if not h]
+        return order
+
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(keys, kind="stable")
     ptr = np.zeros(n + 1, np.int64)
@@ -926,4 +1175,8 @@ def ext_tsp_order(sizes: Sequence[int] | np.ndarray, edges: Sequence | np.ndarra
     if c is not None and len(c) != n:
         raise ValueError("counts must have one value per block")
     h = None if hot is None else np.asarray(hot, bool)
+    if n < SMALL_MERGE:  # every merge is a short one: lists throughout (_LeanMerger)
+        return _LeanMerger(s.tolist(), src.tolist(), dst.tolist(), w.tolist(),
+                           None if c is None else c.tolist(), params,
+                           None if h is None else h.tolist()).run()
     return _Merger(s, src, dst, w, c, params, h).run()

@@ -112,6 +112,11 @@ def build_program_cfg(result: AnnotateResult, top: int | None = None) -> Program
     node_local = np.zeros(B, np.int64)
     functions: list[FunctionCFG] = []
     unmapped: list[tuple[str, int]] = []
+    # each laid-out function's block span, then every per-block column for all of them
+    # at once and sliced per function (a dozen array calls per function otherwise: issue
+    # 32's plan_layout speed; the same integers either way)
+    rbp, frp = m.range_block_ptr, m.func_range_ptr
+    spans = []
     for fv in fvs:
         fns = ft.bmfuncs[fv.key]
         if not fns:
@@ -119,24 +124,34 @@ def build_program_cfg(result: AnnotateResult, top: int | None = None) -> Program
                 unmapped.append((ft.raw_names[fv.key], fv.samples))
             continue
         f = fns[0]  # one map per name; identical-code-folded copies share it
-        lo = int(m.range_block_ptr[m.func_range_ptr[f]])
-        hi = int(m.range_block_ptr[m.func_range_ptr[f + 1]])
+        lo = int(rbp[frp[f]])
+        hi = int(rbp[frp[f + 1]])
         if hi <= lo:
             continue
-        blocks = np.arange(lo, hi, dtype=np.int64)
-        rng = m.block_range(blocks) - int(m.func_range_ptr[f])
-        idx = len(functions)
-        node_fn[blocks] = idx
-        node_local[blocks] = np.arange(hi - lo)
-        functions.append(FunctionCFG(
-            index=idx, key=fv.key, name=ft.names[fv.key], raw_name=ft.raw_names[fv.key],
-            address=int(fv.address), blocks=blocks, ids=m.block_id[lo:hi].astype(np.int64),
-            sizes=m.block_size[lo:hi].astype(np.int64),
-            addr=np.asarray(m.block_address(blocks), dtype=np.int64),
-            ranges=np.asarray(rng, dtype=np.int64),
-            counts=np.zeros(hi - lo, np.int64),
-            samples=result.block_samples[lo:hi].astype(np.int64),
-            edges=np.zeros((0, 3), np.int64), hot=np.zeros(hi - lo, bool)))
+        spans.append((fv, f, lo, hi))
+    if spans:
+        los = np.array([lo for _, _, lo, _ in spans], np.int64)
+        lens = np.array([hi - lo for _, _, lo, hi in spans], np.int64)
+        starts = np.concatenate(([0], np.cumsum(lens)))
+        local = np.arange(int(starts[-1]), dtype=np.int64) - np.repeat(starts[:-1], lens)
+        every = np.repeat(los, lens) + local
+        node_fn[every] = np.repeat(np.arange(len(spans), dtype=np.int64), lens)
+        node_local[every] = local
+        rng_all = np.asarray(m.block_range(every), dtype=np.int64) - np.repeat(
+            frp[[f for _, f, _, _ in spans]].astype(np.int64), lens)
+        addr_all = np.asarray(m.block_address(every), dtype=np.int64)
+        ids_all = m.block_id[every].astype(np.int64)
+        sizes_all = m.block_size[every].astype(np.int64)
+        samples_all = result.block_samples[every].astype(np.int64)
+        bounds = starts.tolist()
+        for idx, (fv, _f, lo, hi) in enumerate(spans):
+            a, b = bounds[idx], bounds[idx + 1]
+            functions.append(FunctionCFG(
+                index=idx, key=fv.key, name=ft.names[fv.key], raw_name=ft.raw_names[fv.key],
+                address=int(fv.address), blocks=every[a:b], ids=ids_all[a:b],
+                sizes=sizes_all[a:b], addr=addr_all[a:b], ranges=rng_all[a:b],
+                counts=np.zeros(hi - lo, np.int64), samples=samples_all[a:b],
+                edges=np.zeros((0, 3), np.int64), hot=np.zeros(hi - lo, bool)))
     calls = returns = np.zeros((0, 5), np.int64)
     if counted and len(result.edge_from):
         ef, et = result.edge_from, result.edge_to
@@ -156,11 +171,12 @@ def build_program_cfg(result: AnnotateResult, top: int | None = None) -> Program
         rs = both & (ek == K_RETURN)
         returns = np.stack([fa[rs], node_local[ef[rs]], fb[rs], node_local[et[rs]], ec[rs]],
                            axis=1).astype(np.int64)
-    groups = [_by_column(rows, col, len(functions))
-              for rows, col in ((calls, 2), (calls, 0), (returns, 0), (returns, 2))]
-    for fn in functions:
-        ci, co, ro, ri = (g(fn.index) for g in groups)
-        _node_counts(fn, result, counted, ci, co, ro, ri)
+    if counted:
+        _all_node_counts(functions, result, calls, returns)
+    else:
+        for fn in functions:
+            fn.counts = fn.samples.copy()
+            fn.hot = fn.samples > 0
     return ProgramCFG(binary=result.binary, count_source=src, functions=functions,
                       calls=_merge_rows(calls), returns=_merge_rows(returns), unmapped=unmapped)
 
@@ -211,6 +227,56 @@ def _by_column(rows: np.ndarray, col: int, n: int):  # noqa: ANN202
     bounds = np.searchsorted(srt[:, col], np.arange(n + 1)) if len(rows) else np.zeros(
         n + 1, np.int64)
     return lambda i: srt[bounds[i]:bounds[i + 1]]
+
+
+def _all_node_counts(functions: list[FunctionCFG], result: AnnotateResult,
+                     calls: np.ndarray, returns: np.ndarray) -> None:
+    """:func:`_node_counts` of every function at once, over nodes numbered across all the
+    functions (a dozen array calls per function otherwise: issue 32's plan_layout
+    speed).  The same numbers: each node's weighted ``bincount`` adds the same rows in
+    the same order (a function's edge rows are a slice of one sorted array, its calls
+    and returns keep their order), the in- and out-sums of edges and of calls/returns are
+    added as two sums as there, and maxima do not depend on order
+    (``tests/test_layout_plan.py`` compares the two)."""
+    if not functions:
+        return
+    lens = np.array([fn.num_nodes for fn in functions], np.int64)
+    start = np.concatenate(([0], np.cumsum(lens)))
+    N = int(start[-1])
+    blocks = np.concatenate([fn.blocks for fn in functions])
+    cnt = result.block_count[blocks].astype(np.int64)
+    samples = np.concatenate([fn.samples for fn in functions])
+    ne = np.array([len(fn.edges) for fn in functions], np.int64)
+    e = np.concatenate([fn.edges for fn in functions]) if ne.sum() else np.zeros((0, 3),
+                                                                                 np.int64)
+    base = np.repeat(start[:-1], ne)
+    sum_in = np.bincount(base + e[:, 1], weights=e[:, 2], minlength=N)
+    sum_out = np.bincount(base + e[:, 0], weights=e[:, 2], minlength=N)
+    if len(calls):  # calls into a function's node / returns out of one, summed apart
+        sum_in += np.bincount(start[calls[:, 2]] + calls[:, 3], weights=calls[:, 4],
+                              minlength=N)
+    if len(returns):
+        sum_out += np.bincount(start[returns[:, 0]] + returns[:, 1], weights=returns[:, 4],
+                               minlength=N)
+    heavy = np.zeros(N)  # the heaviest call out of and return into each node
+    if len(calls):
+        np.maximum.at(heavy, start[calls[:, 0]] + calls[:, 1], calls[:, 4])
+    if len(returns):
+        np.maximum.at(heavy, start[returns[:, 2]] + returns[:, 3], returns[:, 4])
+    counts = np.maximum.reduce([cnt, sum_in.astype(np.int64), sum_out.astype(np.int64),
+                                heavy.astype(np.int64)])
+    fid = np.repeat(np.arange(len(functions)), lens)
+    # sampled, but no execution count reached it: its samples say which blocks are hot
+    no_count = np.bincount(fid, weights=counts != 0, minlength=len(functions)) == 0
+    sampled = np.bincount(fid, weights=samples != 0, minlength=len(functions)) > 0
+    fallback = np.repeat(no_count & sampled, lens)
+    counts = np.where(fallback, samples, counts)
+    hot = (counts > 0) | (samples > 0)  # a block with samples ran: never .cold
+    bounds = start.tolist()
+    for i, fn in enumerate(functions):
+        a, b = bounds[i], bounds[i + 1]
+        fn.counts = counts[a:b]
+        fn.hot = hot[a:b]
 
 
 def _node_counts(fn: FunctionCFG, result: AnnotateResult, counted: bool, ci: np.ndarray,

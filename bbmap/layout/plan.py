@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bbmap.layout import exttsp
 from bbmap.layout.align import (
     LOOP_ALIGNMENT_POLICIES,
     Padding,
@@ -49,14 +50,17 @@ from bbmap.layout.cdsort import cdsort_order
 from bbmap.layout.exttsp import (
     PARAMS,
     PROPELLER,
+    SMALL_MERGE,
     ExtTspParams,
     _coefficients,
     _jump_score,
+    _np_sum,
     ext_tsp_order,
 )
 from bbmap.layout.graph import FunctionCFG, ProgramCFG, build_program_cfg
 
 MODES = ("split", "layout-only", "split-only")
+LEAN_EDGES = 128  # _Scorer: functions with at most this many edges are scored on lists
 FUNCTION_ORDERS = ("c3", "cdsort", "hot")
 PLAN_FORMAT_VERSION = 1
 
@@ -225,8 +229,16 @@ def _layout_function(fn: FunctionCFG, counted: bool, p: ExtTspParams,
     score = _Scorer(fn, p) if len(fn.edges) else None
     after = None  # the kept order's score, once computed (the same call gives the same float)
     if reorder:
-        new = [v for v in ext_tsp_order(fn.sizes, fn.edges, p, counts=fn.counts, hot=hot)
-               if hot[v]]
+        if score.lean and n < exttsp.SMALL_MERGE:
+            # ext_tsp_order's lean path on the scorer's lists (the CFG is valid by
+            # construction: ext_tsp_order's checks and conversions would change nothing)
+            got = exttsp._LeanMerger(score.l_sizes, score.l_src, score.l_dst,
+                                     [float(x) for x in score.l_w],
+                                     [float(x) for x in fn.counts.tolist()], p,
+                                     hot.tolist()).run()
+        else:
+            got = ext_tsp_order(fn.sizes, fn.edges, p, counts=fn.counts, hot=hot)
+        new = [v for v in got if hot[v]]
         # keep the original order unless Ext-TSP scores higher (as LLVM's block placement
         # does): the greedy merger is not guaranteed to beat every layout
         s_new, after = score.of_order(new), score.of_order(order)
@@ -244,12 +256,16 @@ def _layout_function(fn: FunctionCFG, counted: bool, p: ExtTspParams,
     if score is not None:
         lay.intra_before = score.at(fn.addr)
         lay.intra_after = score.of_order(order) if after is None else after
-        lay.fallthrough_before = _fallthroughs(fn.addr, fn.sizes, fn.edges)
-        new_addr = np.full(n, -(1 << 40), np.int64)  # cold blocks: far away
-        new_addr[order] = np.concatenate(([0], np.cumsum(fn.sizes[order])[:-1]))
-        if cold:  # the .cold part, laid out elsewhere in original order
-            new_addr[cold] = (1 << 40) + np.concatenate(([0], np.cumsum(fn.sizes[cold])[:-1]))
-        lay.fallthrough_after = _fallthroughs(new_addr, fn.sizes, fn.edges)
+        if score.lean:
+            lay.fallthrough_before, lay.fallthrough_after = score.fallthroughs(order, cold)
+        else:
+            lay.fallthrough_before = _fallthroughs(fn.addr, fn.sizes, fn.edges)
+            new_addr = np.full(n, -(1 << 40), np.int64)  # cold blocks: far away
+            new_addr[order] = np.concatenate(([0], np.cumsum(fn.sizes[order])[:-1]))
+            if cold:  # the .cold part, laid out elsewhere in original order
+                new_addr[cold] = (1 << 40) + np.concatenate(([0],
+                                                             np.cumsum(fn.sizes[cold])[:-1]))
+            lay.fallthrough_after = _fallthroughs(new_addr, fn.sizes, fn.edges)
         lay.padding_before, lay.padding_after = padding_before_after(
             fn.addr, fn.sizes, fn.ranges, fn.edges, order)
     return lay
@@ -276,7 +292,13 @@ def _wins_at_bounds(fn: FunctionCFG, p: ExtTspParams, new: list[int],
 
 class _Scorer:
     """One function's Ext-TSP scores (``ext_tsp_score`` / ``ext_tsp_score_at`` with the
-    edge arrays and weights prepared once)."""
+    edge arrays and weights prepared once).
+
+    A small function (fewer than ``SMALL_MERGE`` blocks, at most ``LEAN_EDGES`` edges) is
+    scored on plain lists: the dozen numpy calls per score cost more than its handful of
+    edges (issue 32: ~0.2 s of ``plan_layout`` on 3,711 five-block functions).  Each jump's
+    score is the same float operations as ``_jump_score`` and the sum is numpy's pairwise
+    one (``_np_sum``), so the scores are the same to the last bit (tested)."""
 
     def __init__(self, fn: FunctionCFG, p: ExtTspParams,
                  weights: np.ndarray | None = None) -> None:
@@ -284,9 +306,28 @@ class _Scorer:
         e = fn.edges
         self.src, self.dst = e[:, 0], e[:, 1]
         self.w = e[:, 2].astype(np.float64) if weights is None else weights
+        self.lean = fn.num_nodes < SMALL_MERGE and len(e) <= LEAN_EDGES
+        if self.lean:
+            self.l_src, self.l_dst = self.src.tolist(), self.dst.tolist()
+            self.l_sizes = fn.sizes.tolist()
+            self.l_w = e[:, 2].tolist()  # the counts (``w`` may be other weights)
+            n = fn.num_nodes
+            outdeg = [0] * n
+            for v in self.l_src:
+                outdeg[v] += 1
+            # per edge: (src, dst, w * ft, fw, w, bw): _coefficients' conditional split
+            self.l_jumps = [
+                (a, b, (p.fallthrough_weight if outdeg[a] > 1 else p.fallthrough_weight_uncond)
+                 * x, p.forward_weight if outdeg[a] > 1 else p.forward_weight_uncond, x,
+                 p.backward_weight if outdeg[a] > 1 else p.backward_weight_uncond)
+                for a, b, x in zip(self.l_src, self.l_dst, np.asarray(self.w).tolist())]
+            return
         self.ft, self.fw, self.bw = _coefficients(fn.num_nodes, self.src, p)
 
     def at(self, addr: np.ndarray, present: np.ndarray | None = None) -> float:
+        if self.lean:
+            return self._at_lean(addr.tolist(), None if present is None else
+                                 {v for v, x in enumerate(present.tolist()) if x})
         s, d = self.src, self.dst
         dist = addr[d] - (addr[s] + self.fn.sizes[s])
         sc = _jump_score(dist, self.w, self.ft, self.fw, self.bw, self.p)
@@ -294,8 +335,48 @@ class _Scorer:
             sc = sc[present[s] & present[d]]
         return float(sc.sum())
 
+    def _at_lean(self, addr: list[int] | dict[int, int],
+                 present: set[int] | dict[int, int] | None) -> float:
+        """:meth:`at` on lists: ``_jump_score``'s operations jump by jump, then numpy's
+        sum of the jumps between ``present`` blocks (every jump when None)."""
+        fd, bd = float(self.p.forward_distance), float(self.p.backward_distance)
+        sizes = self.l_sizes
+        out = []
+        for a, b, ftw, fw, w, bw in self.l_jumps:
+            if present is not None and (a not in present or b not in present):
+                continue
+            d = float(addr[b] - (addr[a] + sizes[a]))
+            if d == 0:
+                out.append(ftw)
+            elif d > 0:
+                out.append(fw * (1.0 - d / fd) * w if d < fd else 0.0)
+            else:
+                out.append(bw * (1.0 - (-d) / bd) * w if -d < bd else 0.0)
+        return _np_sum(out)
+
+    def fallthroughs(self, order: list[int], cold: list[int]) -> tuple[int, int]:
+        """Lean :func:`_fallthroughs` at the binary's addresses and after the plan (the
+        cluster from 0, the ``.cold`` part far away, other blocks farther)."""
+        sizes = self.l_sizes
+        new = [-(1 << 40)] * len(sizes)
+        for part, o in ((order, 0), (cold, 1 << 40)):
+            for v in part:
+                new[v] = o
+                o += sizes[v]
+        out = []
+        for addr in (self.fn.addr.tolist(), new):
+            out.append(sum(int(w) for a, b, w in zip(self.l_src, self.l_dst, self.l_w)
+                           if a != b and addr[b] == addr[a] + sizes[a]))
+        return out[0], out[1]
+
     def of_order(self, order: list[int]) -> float:
         sizes = self.fn.sizes
+        if self.lean:
+            addr, o = {}, 0
+            for v in order:
+                addr[v] = o
+                o += self.l_sizes[v]
+            return self._at_lean(addr, addr)
         addr = np.zeros(len(sizes), np.int64)
         present = np.zeros(len(sizes), bool)
         if order:
