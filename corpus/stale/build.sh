@@ -29,6 +29,11 @@ $CC -O2 $base -c -o obj/varint-v1.o src/varint.c
 $CC -no-pie -Wl,--build-id -o bin/varint-v1 obj/varint-v1.o
 $CC -O2 -DINLINE $base -c -o obj/varint-v2.o src/varint.c
 $CC -no-pie -Wl,--build-id -o bin/varint-v2 obj/varint-v2.o
+# src/dispatch.c: an interpreter loop; release 2 adds an opcode and edits several bodies
+$CC -O2 $base -c -o obj/dispatch-v1.o src/dispatch.c
+$CC -no-pie -Wl,--build-id -o bin/dispatch-v1 obj/dispatch-v1.o
+$CC -O2 -DVERSION=2 $base -c -o obj/dispatch-v2.o src/dispatch.c
+$CC -no-pie -Wl,--build-id -o bin/dispatch-v2 obj/dispatch-v2.o
 rm -r obj
 # the profiled builds, and fresh profiles of the next builds (what a stale profile is
 # measured against)
@@ -38,6 +43,14 @@ done
 for b in varint-v1 varint-v2; do  # ~0.4 s each
   perf record -q -e cpu-clock -F 10000 -o profiles/$b.perf.data -- bin/$b 150000 >/dev/null
 done
+for b in dispatch-v1 dispatch-v2; do
+  perf record -q -e cpu-clock -F 10000 -o profiles/$b.perf.data -- bin/$b 15000 >/dev/null
+done
+valgrind -q --tool=callgrind --dump-instr=yes --callgrind-out-file=exact/dispatch-v2.callgrind \
+  bin/dispatch-v2 300 >/dev/null
+PYTHONPATH=../.. ${PYTHON:-python3} ../tools/callgrind_counts.py exact/dispatch-v2.callgrind \
+  bin/dispatch-v2 300 > exact/dispatch-v2.json
+rm exact/dispatch-v2.callgrind
 valgrind -q --tool=callgrind --dump-instr=yes --callgrind-out-file=exact/varint-v2.callgrind \
   bin/varint-v2 2500 >/dev/null
 PYTHONPATH=../.. ${PYTHON:-python3} ../tools/callgrind_counts.py exact/varint-v2.callgrind \
