@@ -244,7 +244,7 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
             bp_n[b] += np.uint64(round(n * float(period_o[function_blocks(mo, h)].sum())
                                        / max(fc.samples, 1)))
             unknown[b] = False
-            extra_ips.append((int(block_starts_n[b]), n))
+            extra_ips.extend(_inside(fnp.insn_addr.get(b), int(block_starts_n[b]), n))
             fc.inlined += n
         fc.dropped -= fc.inlined
         fc.found_by = INLINED
@@ -354,26 +354,64 @@ def _inlined_callees(old_bin: Any, mo: Any, mn: Any, sampled: np.ndarray,
             for y in nb[unknown[nb]].tolist():
                 if fn.opcode[y]:
                     free.setdefault(int(fn.opcode[y]), []).append(y)
-            placed = False
+            left = []  # h's blocks no unmatched block of the copy has the opcodes of
             for x in hb:
                 to = free.get(int(fh.opcode[x]))
                 n = int(float(bs_o[x]) * w / total)  # floor: never more than h had
-                if not to or n <= 0:
+                if n <= 0:
                     continue
-                placed = True
-                _spread(moves, to, [1] * len(to), n)
-            if not placed:  # the copy was compiled anew in its caller (other opcodes):
-                # the unmatched blocks right after each call site's image, by size
-                calls = sites.get((h, f), [])
-                region = _region(calls, bmap, fn, unknown) or sorted(
-                    {int(bmap[a]) for a in calls  # a copy merged into the call's block
-                     if bmap[a] >= 0 and int(fn.n_insn[bmap[a]]) > int(fo.n_insn[a])})
-                n = int(float(bs_o[hb].sum()) * w / total) if hb else 0
-                if region and n > 0:
-                    _spread(moves, region, [max(int(fn.n_insn[y]), 1) for y in region], n)
+                if to:
+                    _spread(moves, to, [1] * len(to), n)
+                else:
+                    left.append(x)
+            if not left:
+                continue
+            # the copy was compiled anew in its caller (other opcodes): the unmatched
+            # blocks around each call site's image, in address order, each of h's blocks
+            # to the one at its relative position (a copy keeps its callee's order: its
+            # hot entry first, its rare tail last); the entry's own test merges into the
+            # calling block's image
+            calls = sites.get((h, f), [])
+            region = sorted(_region(calls, bmap, fn, unknown))
+            images = sorted({int(bmap[a]) for a in calls if bmap[a] >= 0})
+            allh = function_blocks(mo, h)
+            if region:
+                for x in left:
+                    n = int(float(bs_o[x]) * w / total)
+                    i = x - int(allh[0])
+                    if i == 0 and images:
+                        _spread(moves, images, [1] * len(images), n)
+                    else:
+                        j = max(i - 1, 0) * len(region) // max(len(allh) - 1, 1)
+                        _spread(moves, [region[min(j, len(region) - 1)]], [1], n)
+                continue
+            region = [y for y in images  # a copy merged into the call's block
+                      if int(fn.n_insn[y]) > min(int(fo.n_insn[a]) for a in calls
+                                                 if bmap[a] == y)]
+            n = int(float(bs_o[left].sum()) * w / total)
+            if region and n > 0:
+                _spread(moves, region, [max(int(fn.n_insn[y]), 1) for y in region], n)
         if moves:
             out[h] = sorted(moves.items())
     return out
+
+
+def _inside(addrs: np.ndarray | None, start: int, n: int) -> list[tuple[int, int]]:
+    """``n`` samples given to a block as IPs (address, samples) the sample models credit
+    to the block itself: spread over its instructions from the third (the second when
+    it has two).  The time model credits a sample on a block's first instruction to
+    whichever block ran before (skid: ``bbmap.inference.weights``), and one on the second
+    after a cheap first to a front-end refill at a tenth of its weight, so samples put at
+    the block's start are lost to it (SQLite 3.54's ``sqlite3BtreeTableMoveto``: the
+    inlined ``sqlite3GetVarint``'s 1,500 samples, all at block starts, left its copy's
+    blocks a count of 1).  A block of one instruction (or not disassembled): its start."""
+    if addrs is None or len(addrs) < 2:
+        return [(start, n)] if n > 0 else []
+    ins = [int(a) for a in addrs[(2 if len(addrs) >= 3 else 1):]]
+    parts = [n // len(ins)] * len(ins)
+    for i in range(n - sum(parts)):
+        parts[i] += 1
+    return [(a, k) for a, k in zip(ins, parts) if k]
 
 
 REGION_MAX = 16  # unmatched blocks around a call site's image taken for an inlined copy
@@ -416,8 +454,8 @@ def _carry_addresses(a: AddressProfile | None, old_bin: Any, bmap: np.ndarray,
     offset; in another matched block it goes to the instruction of the same index (the
     last one if the block got shorter); in an unmatched block it is dropped.  Branch
     traces are not carried (their addresses pair two blocks' fates).  ``exact``: bool
-    per old block; ``extra``: (address, samples) carried otherwise (inlined callees, at
-    their copies' block starts)."""
+    per old block; ``extra``: (address, samples) carried otherwise (inlined callees, inside
+    their copies' blocks: :func:`_inside`)."""
     from bbmap.buckets import IN_BLOCK
     from bbmap.index import BlockIndex
 

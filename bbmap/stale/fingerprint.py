@@ -62,6 +62,9 @@ class Fingerprints:
     # (by base name), in order
     insn_addr: dict[int, np.ndarray] = field(default_factory=dict)
     calls: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # per fingerprinted block: its instructions as the shape hash reads them (operands
+    # normalised, every register one name), for block similarity (match.similar)
+    text: dict[int, tuple[str, ...]] = field(default_factory=dict)
     succ: dict[int, list[int]] = field(default_factory=dict)
     pred: dict[int, list[int]] = field(default_factory=dict)
     # the kind of each edge (bbmap.cfg.S_*: fall-through, branch, jump, table entry)
@@ -288,6 +291,7 @@ def fingerprint(binary: Any, functions: np.ndarray) -> Fingerprints:
             fp.opcode[b] = _h(" ".join(ops))
             fp.instr[b] = _h("; ".join(ins))
             fp.shape[b] = _h(_REG.sub("R", "; ".join(ins)))
+            fp.text[b] = tuple(_REG.sub("R", x) for x in ins)
         for b in blocks.tolist():
             lo_, hi_ = int(cfg.succ_ptr[b]), int(cfg.succ_ptr[b + 1])
             s = cfg.succ_block[lo_:hi_].tolist()

@@ -23,12 +23,39 @@ build v2-O2 prog_v2.c -O2
 # to run, in the instruction part of some hashes)
 build v1-O2-rebuild prog_v1.c -O2
 cmp bin/v1-O2 bin/v1-O2-rebuild
+# src/varint.c: a callee with branches and a loop, a function in release 1, inlined into
+# its caller (and compiled anew there) in release 2
+$CC -O2 $base -c -o obj/varint-v1.o src/varint.c
+$CC -no-pie -Wl,--build-id -o bin/varint-v1 obj/varint-v1.o
+$CC -O2 -DINLINE $base -c -o obj/varint-v2.o src/varint.c
+$CC -no-pie -Wl,--build-id -o bin/varint-v2 obj/varint-v2.o
+# src/dispatch.c: an interpreter loop; release 2 adds an opcode and edits several bodies
+$CC -O2 $base -c -o obj/dispatch-v1.o src/dispatch.c
+$CC -no-pie -Wl,--build-id -o bin/dispatch-v1 obj/dispatch-v1.o
+$CC -O2 -DVERSION=2 $base -c -o obj/dispatch-v2.o src/dispatch.c
+$CC -no-pie -Wl,--build-id -o bin/dispatch-v2 obj/dispatch-v2.o
 rm -r obj
 # the profiled builds, and fresh profiles of the next builds (what a stale profile is
 # measured against)
 for b in v1-O2-hash v1-O2 v2-O2-hash v1-O3-hash v2-O2; do
   perf record -q -e cpu-clock -F 10000 -o profiles/$b.perf.data -- bin/$b $PERF_ROUNDS >/dev/null
 done
+for b in varint-v1 varint-v2; do  # ~0.4 s each
+  perf record -q -e cpu-clock -F 10000 -o profiles/$b.perf.data -- bin/$b 150000 >/dev/null
+done
+for b in dispatch-v1 dispatch-v2; do
+  perf record -q -e cpu-clock -F 10000 -o profiles/$b.perf.data -- bin/$b 15000 >/dev/null
+done
+valgrind -q --tool=callgrind --dump-instr=yes --callgrind-out-file=exact/dispatch-v2.callgrind \
+  bin/dispatch-v2 300 >/dev/null
+PYTHONPATH=../.. ${PYTHON:-python3} ../tools/callgrind_counts.py exact/dispatch-v2.callgrind \
+  bin/dispatch-v2 300 > exact/dispatch-v2.json
+rm exact/dispatch-v2.callgrind
+valgrind -q --tool=callgrind --dump-instr=yes --callgrind-out-file=exact/varint-v2.callgrind \
+  bin/varint-v2 2500 >/dev/null
+PYTHONPATH=../.. ${PYTHON:-python3} ../tools/callgrind_counts.py exact/varint-v2.callgrind \
+  bin/varint-v2 2500 > exact/varint-v2.json
+rm exact/varint-v2.callgrind
 for b in v2-O2-hash v1-O3-hash v2-O2 v1-O2-hash; do
   valgrind -q --tool=callgrind --dump-instr=yes --callgrind-out-file=exact/$b.callgrind \
     bin/$b $EXACT_ROUNDS >/dev/null
