@@ -146,23 +146,34 @@ def function_symbols(tables: list[SymbolTable], *, demangle_names: bool = True
 def _by_address_then_name(addr: np.ndarray, names: list[str]) -> np.ndarray:
     """Indices of the first occurrence of each distinct (address, name), in that order.
 
-    Names are ranked (Python string order) only among entries sharing an address, the
-    rare case (a symbol in both ``.symtab`` and ``.dynsym``, aliases).
+    Names are ranked (Python string order) only among entries sharing an address with a
+    *different* name -- aliases, the rare case.  Most shared addresses are one symbol in
+    both ``.symtab`` and ``.dynsym`` (every exported function of a shared library: 102k
+    of them in the dump bench's binary), whose equal names need no rank; comparing them
+    as one numpy string column instead of sorting every shared name saved ~50 ms there.
     """
     n = len(addr)
     pos = np.arange(n)
     by_addr = np.argsort(addr, kind="stable")
     sa = addr[by_addr]
-    shared = np.zeros(n, bool)
     same = sa[1:] == sa[:-1]
-    shared[1:] |= same
-    shared[:-1] |= same
     rank = np.zeros(n, np.int64)
-    if shared.any():
-        members = by_addr[shared].tolist()
-        distinct = sorted({names[i] for i in members})
-        rank_of = dict(zip(distinct, range(len(distinct))))
-        rank[members] = [rank_of[names[i]] for i in members]
+    if same.any():
+        shared = np.zeros(n, bool)
+        shared[1:] |= same
+        shared[:-1] |= same
+        members = by_addr[shared]
+        text = np.array([names[i] for i in members.tolist()])  # numpy "U": code point order
+        ma = addr[members]
+        group_start = np.r_[True, ma[1:] != ma[:-1]]
+        differs = np.r_[False, ~group_start[1:] & (text[1:] != text[:-1])]
+        group = np.cumsum(group_start) - 1
+        mixed = np.zeros(int(group[-1]) + 1, bool)
+        mixed[group[differs]] = True  # an address carrying two names or more
+        sel = mixed[group]
+        if sel.any():
+            _, inv = np.unique(text[sel], return_inverse=True)  # ranks among them
+            rank[members[sel]] = inv.reshape(-1)
     order = np.lexsort((pos, rank, addr))
     first = np.ones(n, bool)
     oa, orank = addr[order], rank[order]
