@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -320,3 +321,51 @@ def test_similarity_is_the_dice_of_the_opcode_multisets() -> None:
     from collections import Counter
     assert _dice(Counter(), Counter()) == 1.0
     assert _dice(Counter("ab"), Counter("ac")) == 0.5
+
+
+SQLITE_BENCH = Path.home() / ".cache" / "bbmap-e2e-stale" / "stale" / "sqlite"
+
+
+@pytest.mark.skipif(not all((SQLITE_BENCH / f).exists() for f in (
+    "old", "baseline", "old.perf.data", "new.perf.data")),
+    reason="needs bench/bench_stale.py's SQLite builds and profiles")
+def test_rewritten_dispatch_follows_the_entrys_fall_through() -> None:
+    """SQLite 3.49.2 -> 3.54.1 (bench/bench_stale.py's builds): ``vdbeRecordCompareInt``'s
+    entry tests the serial type (``cmp; ja``) in both; its fall-through was a jump-table
+    dispatch (459 of the function's 2,325 samples) and is now one straight-line load, and
+    the entry's taken side now goes to a new test.  The fall-through pairs with the
+    fall-through although NEW's entry has an edge kind more (before: the dispatch went to
+    the new test, by position from the tail call both reach, and the new load got no
+    samples; the function's carried samples overlap a fresh profile's 0.62 -> 0.84).
+    Where NEW has the edge more, the pair must end alike (a block with
+    successors not with a return: corpus/stale varint's epilogue is not paired with the
+    inlined copy's first varint block, test above)."""
+    from bbmap.cfg import S_FALLTHROUGH, S_TABLE
+    from bbmap.stale.fingerprint import fingerprint
+    from bbmap.stale.match import match_blocks
+
+    bo, bn = load_binary(str(SQLITE_BENCH / "old")), load_binary(str(SQLITE_BENCH / "baseline"))
+    fp, blocks = {}, {}
+    for k, b in (("o", bo), ("n", bn)):
+        g = next(i for i, x in enumerate(b.block_map.func_name)
+                 if x and x.startswith("_ZL20vdbeRecordCompareInt"))
+        fp[k], blocks[k] = fingerprint(b, np.asarray([g])), function_blocks(b.block_map, g)
+    fo, fn = fp["o"], fp["n"]
+    ob, nb = blocks["o"].tolist(), blocks["n"].tolist()
+    pairs = match_blocks(ob, nb, fo, fn, bo.block_map.block_size, bn.block_map.block_size)
+
+    def fall(fp, b: int) -> int:  # noqa: ANN001
+        return next(x for x in fp.succ[b] if fp.edge_kind[(b, x)] == S_FALLTHROUGH)
+
+    disp = fall(fo, ob[0])
+    assert any(fo.edge_kind[(disp, x)] == S_TABLE for x in fo.succ[disp])
+    assert pairs[ob[0]][0] == nb[0]
+    assert pairs[disp][0] == fall(fn, nb[0])
+    old = annotate([str(SQLITE_BENCH / "old.perf.data")], str(SQLITE_BENCH / "old"),
+                   inference="off", addresses=True)
+    res, _rep = carry(old, bo, bn)
+    fresh = annotate([str(SQLITE_BENCH / "new.perf.data")], str(SQLITE_BENCH / "baseline"),
+                     inference="off")
+    ours, theirs = res.block_samples[nb].astype(float), fresh.block_samples[nb].astype(float)
+    assert res.block_samples[fall(fn, nb[0])] > 0
+    assert _overlap(ours, theirs) > 0.8, _overlap(ours, theirs)  # before: 0.62

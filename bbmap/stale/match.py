@@ -14,8 +14,10 @@ each side, so no two old blocks pour their samples into one new block):
    neighbourhood, repeated until nothing changes: an unmatched successor (predecessor)
    of a matched block is the counterpart's unmatched successor (predecessor) with the
    same opcodes, or the only one on both sides, or the one reached by the same kind of
-   edge (the taken side of a branch, the fall-through) when each kind is there once,
-   or the same entry of a jump table of the same length.
+   edge (the taken side of a branch, the fall-through) when each kind is there once
+   (NEW may have a kind more -- a branch added beside the fall-through -- if the two
+   blocks then end alike: both with successors or both without), or the same entry of
+   a jump table of the same length.
 4. ``hash`` (loose): the same opcodes, operands aside, nearest by relative position;
    then the neighbourhood again from what that matched.
 5. ``hash`` (similar): what is left, by how alike the blocks' instructions are (their
@@ -221,8 +223,11 @@ def _neighbourhood(old: list[int], fo: Fingerprints, fn: Fingerprints,
                         ko = [fo.edge_kind.get((a, x) if fwd else (x, a)) for x in ao]
                         kn = [fn.edge_kind.get((b, y) if fwd else (y, b)) for y in bn]
                         if len(set(ko)) == len(ko) and len(set(kn)) == len(kn) \
-                                and set(ko) == set(kn):
+                                and set(ko) <= set(kn):
                             pairs = [(x, bn[kn.index(k)]) for x, k in zip(ao, ko)]
+                            if set(ko) != set(kn):  # NEW has an edge more: ends alike
+                                pairs = [(x, y) for x, y in pairs
+                                         if bool(fo.succ.get(x)) == bool(fn.succ.get(y))]
                 for x, y in pairs:
                     if x not in out and y not in used:
                         out[x] = (y, ANCHOR)
