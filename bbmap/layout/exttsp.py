@@ -201,9 +201,8 @@ class _Chain:
 class _Merger:
     """The greedy chain merger over one graph (see the module docstring)."""
 
-    def __init__(self, sizes: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
-                 counts: np.ndarray | None, p: ExtTspParams, hot: np.ndarray | None) -> None:
-        n = len(sizes)
+    def _start(self, n: int, p: ExtTspParams) -> None:
+        """What every merger starts from, whatever its block columns are."""
         self.p = p
         self.n = n
         self.split_forced = True
@@ -212,6 +211,11 @@ class _Merger:
             p.fallthrough_weight >= max(p.forward_weight, p.backward_weight)
             and p.fallthrough_weight_uncond >= max(p.forward_weight_uncond,
                                                    p.backward_weight_uncond))
+
+    def __init__(self, sizes: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
+                 counts: np.ndarray | None, p: ExtTspParams, hot: np.ndarray | None) -> None:
+        n = len(sizes)
+        self._start(n, p)
         self.sizes = sizes.astype(np.int64)
         ft, fw, bw = _coefficients(n, src, p)
         # the optimiser works on positive jumps between distinct blocks, parallel ones summed
@@ -997,13 +1001,7 @@ class _LeanMerger(_Merger):
                  counts: list[float] | None, p: ExtTspParams,
                  hot: list[bool] | None) -> None:
         n = len(sizes)
-        self.p = p
-        self.n = n
-        self.split_forced = True
-        self._bounds_valid = (
-            p.fallthrough_weight >= max(p.forward_weight, p.backward_weight)
-            and p.fallthrough_weight_uncond >= max(p.forward_weight_uncond,
-                                                   p.backward_weight_uncond))
+        self._start(n, p)
         self.l_sizes = sizes
         # LLVM's conditional split over every given edge (zero weights, self-loops too)
         outdeg = [0] * n
