@@ -4,14 +4,16 @@ in spec/e2e.md's "IP-only vs LBR" and "Where BOLT does better" tables were made.
 
     python bench/e2e/variant.py WORKDIR PROGRAM NAME [--perf FILE] [--layout-arg ARG]...
                                 [--cflag FLAG]... [--ldflag FLAG]... [--no-layout]
+                                [--cc FILE --ld FILE]
 
 Takes the run's baseline binary (``WORKDIR/PROGRAM/baseline``) and, unless ``--no-layout``,
 writes ``bbmap layout`` files from ``--perf`` (default: the run's IP profile) with the extra
-``--layout-arg`` options; rebuilds the program with them (plus any ``--cflag`` and
-``--ldflag``), checks the output on the measuring input is the baseline's, and prints
-cachegrind I1 misses (32 KiB and 16 KiB), callgrind taken branches, pages99, the share run in
-``.cold`` and the executed ``nop``s and ``jmp``s, with the change against the run's
-baseline.  Work files go to ``WORKDIR/variants/PROGRAM/NAME``.
+``--layout-arg`` options (or takes the cluster and symbol-ordering files given with ``--cc``
+and ``--ld``, e.g. a layout's files edited by hand); rebuilds the program with them (plus
+any ``--cflag`` and ``--ldflag``), checks the output on the measuring input is the
+baseline's, and prints cachegrind I1 misses (32 KiB and 16 KiB), callgrind taken branches,
+pages99, the share run in ``.cold`` and the executed ``nop``s and ``jmp``s, with the change
+against the run's baseline.  Work files go to ``WORKDIR/variants/PROGRAM/NAME``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def main() -> int:
     ap.add_argument("--cflag", action="append", default=[])
     ap.add_argument("--ldflag", action="append", default=[])
     ap.add_argument("--no-layout", action="store_true")
+    ap.add_argument("--cc", type=Path, default=None,
+                    help="build with this cluster file instead of a new layout (with --ld)")
+    ap.add_argument("--ld", type=Path, default=None, help="the symbol-ordering file for --cc")
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/e2e"))
     args = ap.parse_args()
     prog = PROGRAMS[args.program]
@@ -51,7 +56,13 @@ def main() -> int:
     out = args.workdir / "variants" / prog.name / args.name
     out.mkdir(parents=True, exist_ok=True)
     cflags, ldflags = tuple(args.cflag), tuple(args.ldflag)
-    if not args.no_layout:
+    if (args.cc is None) != (args.ld is None):
+        ap.error("--cc and --ld go together")
+    perf = None
+    if args.cc is not None:
+        cfl, ldl = pl.layout_flags({"cc": str(args.cc.resolve()), "ld": str(args.ld.resolve())})
+        cflags, ldflags = (*cfl, *cflags), (*ldl, *ldflags)
+    elif not args.no_layout:
         perf = args.perf or Path(doc["profiles"]["dir"]) / "ip.perf.data"
         cc, ld = out / "cc.txt", out / "ld.txt"
         pl.sh([sys.executable, "-m", "bbmap", "layout", str(perf), str(base), "--cc-profile",
@@ -79,7 +90,9 @@ def main() -> int:
               ("instructions", "i1_misses_32k", "i1_misses_16k", "taken_branches", "pages_99")}
     res = {"name": args.name, "program": prog.name, "layout_args": args.layout_arg,
            "cflags": args.cflag, "ldflags": args.ldflag,
-           "perf": None if args.no_layout else str(perf),
+           "perf": None if perf is None else str(perf),
+           "cc": None if args.cc is None else str(args.cc),
+           "ld": None if args.ld is None else str(args.ld),
            "measures": r, "change_vs_baseline": change}
     (out / "result.json").write_text(json.dumps(res, indent=1) + "\n")
     print(json.dumps(res))
