@@ -528,7 +528,8 @@ def _result_cache(cache, res: AnnotateResult, binary, mode: str,  # noqa: ANN001
     """The whole-result cache beside ``cache`` (a DisasmCache, or None: no caching) and
     the key of this inference's inputs (:mod:`bbmap.inference.result_cache` says what
     they are); (None, None) where there is no cache or nothing to key on."""
-    if cache is None or getattr(binary, "_mm", None) is None:
+    data = getattr(binary, "data", None)  # the whole file (a Binary's read-only map)
+    if cache is None or data is None:
         return None, None
     from bbmap.binary.disasm import capstone_version
     from bbmap.inference import solvers
@@ -542,7 +543,7 @@ def _result_cache(cache, res: AnnotateResult, binary, mode: str,  # noqa: ANN001
     parts = [f"mode={mode} solver={picked} numpy={np.__version__} "
              f"capstone={capstone_version()} "
              f"ortools={dist_version('ortools') if picked == 'ortools' else '-'}",
-             json.dumps(em.to_json(), sort_keys=True), binary._mm,
+             json.dumps(em.to_json(), sort_keys=True), data,
              m.func_address, m.func_range_ptr, m.range_base, m.range_block_ptr,
              m.block_offset, m.block_size, m.block_md,
              np.asarray(res.block_samples, np.int64),
