@@ -71,7 +71,8 @@ def test_other_inputs_are_other_keys(tmp_path, monkeypatch):
     assert len(_entries(tmp_path / "cache")) == 2
 
 
-@pytest.mark.parametrize("damage", ["junk", "truncated", "short-column", "not-json"])
+@pytest.mark.parametrize("damage", ["junk", "truncated", "short-column", "not-json",
+                                    "flipped-count", "no-meta"])
 def test_a_damaged_entry_is_a_warning_and_a_miss(damage, tmp_path, monkeypatch):
     from bbmap.binary.disasm_cache import decode_entry, encode_entry
 
@@ -87,6 +88,11 @@ def test_a_damaged_entry_is_a_warning_and_a_miss(damage, tmp_path, monkeypatch):
         z = {k: np.array(v) for k, v in decode_entry(raw).items()}
         if damage == "short-column":
             z["block_count"] = z["block_count"][:-1]
+        elif damage == "flipped-count":  # well formed, one count wrong: the digest says so
+            z["block_count"] = z["block_count"].copy()
+            z["block_count"][np.argmax(z["block_count"])] ^= 1
+        elif damage == "no-meta":
+            z["meta"] = np.frombuffer(b'{"result": {}, "digest": ""}', np.uint8)
         else:
             z["meta"] = np.frombuffer(b"{not json", np.uint8)
         entry.write_bytes(encode_entry(z))
@@ -118,7 +124,7 @@ def test_the_directory_stays_under_its_bound(tmp_path):
     rc = ResultCache(str(tmp_path), max_bytes=20_000)
     keys = [rc.key([str(i)]) for i in range(6)]
     for i, k in enumerate(keys):
-        rc.store(k, cols, {"i": i})
+        rc.store(k, cols, {"inference": {}, "sample_model": {"i": i}})
         p = rc.path(k)
         os.utime(p, ns=(i * 10**9, i * 10**9))  # written in this order
     left = sorted(os.listdir(rc.dir))
@@ -126,7 +132,7 @@ def test_the_directory_stays_under_its_bound(tmp_path):
     assert sum(os.path.getsize(os.path.join(rc.dir, n)) for n in left) <= 20_000 or \
         left == [keys[-1] + SUFFIX]
     got, meta = rc.load(keys[-1], 1000)
-    assert meta == {"i": 5}
+    assert meta == {"inference": {}, "sample_model": {"i": 5}}
     assert all(np.array_equal(got[c], cols[c]) and got[c].dtype == np.int64 for c in cols)
 
 
@@ -134,9 +140,9 @@ def test_wide_and_negative_values_round_trip(tmp_path):
     rc = ResultCache(str(tmp_path))
     cols = {c: np.array([0, 5, 2**40, -1], np.int64) for c in result_cache.BLOCK_COLUMNS}
     cols.update({c: np.array([-1, 1 << 33], np.int64) for c in result_cache.EDGE_COLUMNS})
-    rc.store("k", cols, {"x": [1.5, "y"]})
+    rc.store("k", cols, {"inference": {"x": [1.5, "y"]}, "sample_model": {}})
     got, meta = rc.load("k", 4)
-    assert meta == {"x": [1.5, "y"]}
+    assert meta == {"inference": {"x": [1.5, "y"]}, "sample_model": {}}
     assert all(np.array_equal(got[c], cols[c]) for c in cols)
     assert rc.load("k", 5) is None and "damaged" in rc.warnings[-1]  # another map's length
 

@@ -26,8 +26,8 @@ format (:func:`bbmap.binary.disasm_cache.encode_entry`), integer columns in the 
 of its types that holds them.  Written atomically, only by a run that made the result
 (a hit writes nothing, not even a timestamp); the directory is kept under
 ``RESULT_CACHE_MAX_BYTES``, the oldest entries removed first.  A damaged, truncated or
-foreign entry is a warning and a miss, never an error, and every column is checked for
-its length before it is used.
+foreign entry is a warning and a miss, never an error: every column is checked for its
+length, and all of them against the digest stored with them, before one is used.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ SUFFIX = ".bbres"
 # the result columns an entry holds: per block, then per edge
 BLOCK_COLUMNS = ("block_count", "block_low", "block_high")
 EDGE_COLUMNS = ("edge_from", "edge_to", "edge_kind", "edge_count", "edge_low", "edge_high")
+META_KEYS = ("inference", "sample_model")  # the objects a result carries beside its columns
 
 
 @functools.cache
@@ -86,6 +87,16 @@ def dist_version(package: str) -> str:
         if found:
             return found[-1]
     return "?"
+
+
+def _digest(columns: dict[str, np.ndarray]) -> str:
+    """BLAKE2b of the result columns as stored (name, type, bytes), in a fixed order."""
+    h = hashlib.blake2b(digest_size=16)
+    for c in (*BLOCK_COLUMNS, *EDGE_COLUMNS):
+        a = np.ascontiguousarray(columns[c])
+        h.update(f"{c}:{a.dtype.str}:{a.size}\0".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
 
 
 def _narrow(a: np.ndarray) -> np.ndarray:
@@ -155,13 +166,19 @@ class ResultCache:
             return None
         try:
             z = decode_entry(raw)
-            meta = json.loads(bytes(z.pop("meta")).decode())
-            if not isinstance(meta, dict) or set(z) != {*BLOCK_COLUMNS, *EDGE_COLUMNS}:
+            stored = json.loads(bytes(z.pop("meta")).decode())
+            if not isinstance(stored, dict) or set(z) != {*BLOCK_COLUMNS, *EDGE_COLUMNS}:
                 raise ValueError("not an inference result")
+            meta, digest = stored.get("result"), stored.get("digest")
+            if not isinstance(meta, dict) or not all(
+                    isinstance(meta.get(k), dict) for k in META_KEYS):
+                raise ValueError("no inference or sample model description")
             if any(len(z[c]) != num_blocks for c in BLOCK_COLUMNS):
                 raise ValueError(f"block columns are not {num_blocks} long")
             if len({len(z[c]) for c in EDGE_COLUMNS}) != 1:
                 raise ValueError("edge columns of different lengths")
+            if digest != _digest(z):  # a flipped bit is a miss, never a count served
+                raise ValueError("its columns do not match their digest")
             cols = {c: z[c].astype(np.int64) for c in (*BLOCK_COLUMNS, *EDGE_COLUMNS)}
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
             self.warnings.append(f"inference result cache: {path} is damaged ({e}); "
@@ -176,7 +193,8 @@ class ResultCache:
         from bbmap.errors import BBMapError
 
         arrays = {c: _narrow(columns[c]) for c in (*BLOCK_COLUMNS, *EDGE_COLUMNS)}
-        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        stored = {"result": meta, "digest": _digest(arrays)}
+        arrays["meta"] = np.frombuffer(json.dumps(stored).encode(), np.uint8)
         try:
             os.makedirs(self.dir, exist_ok=True)
             write_atomic(self.path(key), encode_entry(arrays))
