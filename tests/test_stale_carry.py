@@ -271,13 +271,17 @@ def test_edited_blocks_match_by_how_alike_their_instructions_are(monkeypatch) ->
     only by how alike their instructions are (pass 5): every sample carries, and they
     land where a fresh profile puts them (without the pass: 74% carried, overlap 0.72,
     and the edited bodies' blocks get no count); each of those blocks' counts is within
-    a factor 2.5 of valgrind's (scaled to the function's total) with either solver: their
-    choices among equally cheap flows differ (one block is 1.67x under OR-Tools, 2.11x
-    under the built-in solver), both far from the 0 the blocks got before."""
+    a factor two of valgrind's (scaled to the function's total) with OR-Tools -- the
+    built-in solver breaks the ties among equally cheap flows otherwise and puts one of
+    them at 2.11x (spec/stale.md), so the counts are taken from an OR-Tools solve."""
+    import importlib.util
+
     import bbmap.stale.match as match
 
     old, new = "dispatch-v1", "dispatch-v2"
     res, rep = _carried(old, new)
+    counted = carry(_old(old), load_binary(_bin(old)), load_binary(_bin(new)),
+                    solver="ortools")[0] if importlib.util.find_spec("ortools") else None
     fresh = _fresh(new)
     with_pass = _overlap(res.block_samples, fresh.block_samples)
     assert rep.carried_share > 0.99
@@ -290,14 +294,18 @@ def test_edited_blocks_match_by_how_alike_their_instructions_are(monkeypatch) ->
     g = next(i for i, x in enumerate(m.func_name) if x and x.startswith("_ZL3run"))
     nb = function_blocks(m, g)
     truth = _truth(res, new)[nb]
-    cnt = res.block_count[nb].astype(float)
-    cnt *= truth.sum() / cnt.sum()
     by_pass = [i for i, b in enumerate(nb.tolist())
                if res.block_samples[b] > 0 and res2.block_samples[b] == 0]
     assert len(by_pass) >= 3
     for i in by_pass:
         assert res2.block_count[nb[i]] == 0
-        assert 0.4 < cnt[i] / truth[i] < 2.5, (i, cnt[i], truth[i])
+        assert res.block_count[nb[i]] > 0
+    if counted is None:
+        pytest.skip("OR-Tools (bbmap[inference]) not installed: the counts' bound is its")
+    cnt = counted.block_count[nb].astype(float)
+    cnt *= truth.sum() / cnt.sum()
+    for i in by_pass:
+        assert 0.5 < cnt[i] / truth[i] < 2, (i, cnt[i], truth[i])
 
 
 def test_similarity_is_the_dice_of_the_opcode_multisets() -> None:
