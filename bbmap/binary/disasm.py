@@ -13,11 +13,8 @@ found with ``searchsorted`` instead of a loop per block.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
-import importlib.util
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +23,7 @@ import numpy as np
 
 from bbmap.arrays import expand_ranges
 from bbmap.errors import BBMapError
+from bbmap.installed import dist_info_versions
 
 # Instruction kinds (what ends a block).
 OTHER = 0
@@ -484,14 +482,9 @@ def capstone_version() -> str:
     reads, without the ~40 ms of importing it, nor the ~16 ms of importing capstone),
     else the binding's ``__version__`` (the same answer whether capstone is imported
     yet or not, so one install always makes the same keys)."""
-    spec = importlib.util.find_spec("capstone")
-    if spec is not None and spec.origin:
-        site = os.path.dirname(os.path.dirname(spec.origin))
-        with contextlib.suppress(OSError):
-            found = [n[len("capstone-"):-len(".dist-info")] for n in os.listdir(site)
-                     if n.startswith("capstone-") and n.endswith(".dist-info")]
-            if len(found) == 1:
-                return "dist-" + found[0]
+    found = dist_info_versions("capstone")
+    if found is not None and len(found) == 1:
+        return "dist-" + found[0]
     import capstone
 
     return capstone.__version__

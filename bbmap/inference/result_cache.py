@@ -35,12 +35,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 from collections.abc import Iterable
 
 import numpy as np
+
+from bbmap.installed import dist_info_versions
 
 RESULT_CACHE_VERSION = 1  # bump when an entry's layout changes
 RESULT_CACHE_MAX_BYTES = 512 << 20  # all entries together
@@ -75,18 +76,12 @@ def _fingerprint_of(root: str) -> bytes:
 
 @functools.cache
 def dist_version(package: str) -> str:
-    """An installed distribution's version from its ``dist-info`` directory beside the
-    package, without importing it (``-`` when it is not installed, ``?`` when unknown)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.origin:
+    """An installed distribution's version from its ``dist-info`` directory, without
+    importing it (``-`` when it is not installed, ``?`` when unknown)."""
+    found = dist_info_versions(package)
+    if found is None:
         return "-"
-    site = os.path.dirname(os.path.dirname(spec.origin))
-    with contextlib.suppress(OSError):
-        found = sorted(n[len(package) + 1:-len(".dist-info")] for n in os.listdir(site)
-                       if n.startswith(package + "-") and n.endswith(".dist-info"))
-        if found:
-            return found[-1]
-    return "?"
+    return found[-1] if found else "?"
 
 
 def _digest(columns: dict[str, np.ndarray]) -> str:
