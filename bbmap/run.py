@@ -471,7 +471,10 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
             cols, meta = hit
             return replace(res, **cols, count_source="inferred",
                            inference=meta["inference"], sample_model=meta["sample_model"],
-                           notices=[*res.notices, *results.warnings])
+                           notices=[*res.notices, *results.warnings],
+                           replicates=_replicates(res, binary, None, cache, swept, ip,
+                                                  (results, key), solver=solver,
+                                                  model=em.model, unknown=unknown))
     try:
         # only the functions inference will solve (those with samples in their blocks):
         # the rest of a large binary is not disassembled
@@ -519,7 +522,63 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     if key is not None:
         results.store(key, cols, meta)
         notices.extend(results.warnings)
-    return replace(res, **cols, count_source="inferred", **meta, notices=notices)
+    return replace(res, **cols, count_source="inferred", **meta, notices=notices,
+                   replicates=_replicates(res, binary, cfg, cache, None, ip, (results, key),
+                                          solver=solver, model=em.model, unknown=unknown,
+                                          flow_cache=flow_cache))
+
+
+def _replicates(res: AnnotateResult, binary, cfg, cache,  # noqa: ANN001
+                swept: Callable[[], Any] | None,
+                ip: tuple[np.ndarray, np.ndarray] | None, stored: tuple[Any, str | None],
+                **infer_kw: Any) -> Callable[[], list]:
+    """The result's ``replicates``: counts inferred again from each half of its samples
+    (:mod:`bbmap.inference.replicates`), made on the first call only -- annotate never
+    asks, a layout of inferred counts does.  ``cfg``: the full solve's (None after a
+    result-cache hit: recovered then, from the disassembly cache when there is one).
+    ``stored``: the result cache and the result's key (None: no cache); each half is an
+    entry of its own there, made by the first layout of the result, so a later one
+    neither recovers the CFG nor solves."""
+    made: list = []
+    results, key = stored
+    B = res.block_map.num_blocks
+
+    def replicates() -> list:
+        if made:
+            return made[0]
+        from bbmap.inference.replicates import HALVES, ReplicateEdges
+
+        keys = [] if key is None else [results.key([key, "half", str(i)])
+                                       for i in range(HALVES)]
+        hits = [results.load(k, B) for k in keys]
+        if keys and all(h is not None for h in hits):
+            made.append([ReplicateEdges(c["edge_from"], c["edge_to"], c["edge_count"])
+                         for c, _ in hits])
+            return made[0]
+        from bbmap.aggregate.lbr import K_BRANCH, K_FALLTHROUGH
+        from bbmap.cfg import recover_cfg
+        from bbmap.inference.replicates import infer_halves
+
+        try:
+            g = cfg if cfg is not None else recover_cfg(
+                binary, res.block_map, functions=sampled_functions(res), cache=cache,
+                swept=swept() if swept is not None else None)
+        except BBMapError:  # as the full solve would have skipped: none to ask
+            made.append([])
+            return made[0]
+        halves = infer_halves(g, res.block_samples, ip, **infer_kw)
+        made.append([ReplicateEdges.of(h) for h in halves])
+        for k, h in zip(keys, halves):
+            results.store(k, dict(
+                block_count=h.block_count, block_low=h.block_low, block_high=h.block_high,
+                edge_from=h.edge_from, edge_to=h.edge_to,
+                edge_kind=np.where(h.edge_fallthrough, K_FALLTHROUGH, K_BRANCH),
+                edge_count=h.edge_count, edge_low=h.edge_low, edge_high=h.edge_high),
+                json.loads(json.dumps({"inference": {"status": "ok", "half": k},
+                                       "sample_model": {"model": infer_kw.get("model")}})))
+        return made[0]
+
+    return replicates
 
 
 def _result_cache(cache, res: AnnotateResult, binary, mode: str,  # noqa: ANN001

@@ -114,6 +114,10 @@ class AnnotateResult:
     # file's bytes take it from here instead of opening the file again; None for a result
     # built by hand
     loaded: Any = field(default=None, repr=False, compare=False)
+    # inferred counts: a call that infers them again from each half of the samples
+    # (bbmap.inference.replicates; made once, on the first call), which the layout asks
+    # before it reorders a function on inferred counts; None otherwise
+    replicates: Any = field(default=None, repr=False, compare=False)
 
     @property
     def has_counts(self) -> bool:

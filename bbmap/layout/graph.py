@@ -57,9 +57,13 @@ class FunctionCFG:
     edges: np.ndarray  # (E, 3) int64: src node, dst node, taken + fall-through count
     hot: np.ndarray  # bool per node
     # inferred counts: each edge's interval (E, 2) int64 low, high (-1: unbounded), in
-    # the rows of ``edges``; None for LBR counts (plan.py keeps the compiler's order
-    # where a new order does not win at both ends of the intervals)
+    # the rows of ``edges``; None for LBR counts
     edge_bounds: np.ndarray | None = None
+    # inferred counts: the function's edges (E', 3: src, dst, count) as each half of the
+    # samples alone infers them (bbmap.inference.replicates); plan.py keeps the compiler's
+    # order unless every half also scores the new one higher.  None for LBR counts, or
+    # when the result has no replicates (then the compiler's order is kept)
+    replicates: list[np.ndarray] | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -165,6 +169,8 @@ def build_program_cfg(result: AnnotateResult, top: int | None = None) -> Program
             _attach_bounds(functions, fa[intra], node_local[ef[intra]],
                            node_local[et[intra]], result.edge_low[intra],
                            result.edge_high[intra])
+            if result.replicates is not None and functions:
+                _attach_replicates(functions, node_fn, node_local, result.replicates())
         cs = both & (ek == K_CALL)
         calls = np.stack([fa[cs], node_local[ef[cs]], fb[cs], node_local[et[cs]], ec[cs]],
                          axis=1).astype(np.int64)
@@ -203,6 +209,25 @@ def _attach_bounds(functions: list[FunctionCFG], fn: np.ndarray, a: np.ndarray,
         part = rows[bounds[i]:bounds[i + 1]]
         if len(part) == len(f.edges) and np.array_equal(part[:, 1:3], f.edges[:, :2]):
             f.edge_bounds = part[:, 3:5]
+
+
+def _attach_replicates(functions: list[FunctionCFG], node_fn: np.ndarray,
+                       node_local: np.ndarray, reps: list) -> None:
+    """Each function's edges as each half of the samples infers them (summed per (src,
+    dst) like ``edges``; a function with no count in a half gets no rows there)."""
+    if not reps:  # the replicates could not be made (no CFG): none to ask
+        return
+    for f in functions:
+        f.replicates = []
+    for r in reps:
+        ef, et, ec = r.edge_from, r.edge_to, r.edge_count
+        fa, fb = node_fn[ef], node_fn[et]
+        keep = (fa >= 0) & (fa == fb) & (ec > 0)
+        rows = _merge_rows(np.stack([fa[keep], node_local[ef[keep]], node_local[et[keep]],
+                                     ec[keep]], axis=1).astype(np.int64))
+        bounds = np.searchsorted(rows[:, 0], np.arange(len(functions) + 1))
+        for i, f in enumerate(functions):
+            f.replicates.append(rows[bounds[i]:bounds[i + 1], 1:])
 
 
 def _merge_rows(rows: np.ndarray) -> np.ndarray:
