@@ -472,7 +472,7 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
             return replace(res, **cols, count_source="inferred",
                            inference=meta["inference"], sample_model=meta["sample_model"],
                            notices=[*res.notices, *results.warnings],
-                           replicates=_replicates(res, binary, None, cache, swept, ip,
+                           replicates=_replicates(res, binary, None, cache, ip,
                                                   (results, key), solver=solver,
                                                   model=em.model, unknown=unknown))
     try:
@@ -523,13 +523,12 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
         results.store(key, cols, meta)
         notices.extend(results.warnings)
     return replace(res, **cols, count_source="inferred", **meta, notices=notices,
-                   replicates=_replicates(res, binary, cfg, cache, None, ip, (results, key),
+                   replicates=_replicates(res, binary, cfg, cache, ip, (results, key),
                                           solver=solver, model=em.model, unknown=unknown,
                                           flow_cache=flow_cache))
 
 
 def _replicates(res: AnnotateResult, binary, cfg, cache,  # noqa: ANN001
-                swept: Callable[[], Any] | None,
                 ip: tuple[np.ndarray, np.ndarray] | None, stored: tuple[Any, str | None],
                 **infer_kw: Any) -> Callable[[], list]:
     """The result's ``replicates``: counts inferred again from each half of its samples
@@ -538,10 +537,12 @@ def _replicates(res: AnnotateResult, binary, cfg, cache,  # noqa: ANN001
     result-cache hit: recovered then, from the disassembly cache when there is one).
     ``stored``: the result cache and the result's key (None: no cache); each half is an
     entry of its own there, made by the first layout of the result, so a later one
-    neither recovers the CFG nor solves."""
+    neither recovers the CFG nor solves.  The call holds the few columns it needs, not
+    the run (a session's buffers held to the end cost 130 MB of peak RSS on switchy)."""
     made: list = []
     results, key = stored
-    B = res.block_map.num_blocks
+    block_map, block_samples = res.block_map, res.block_samples
+    B = block_map.num_blocks
 
     def replicates() -> list:
         if made:
@@ -561,12 +562,12 @@ def _replicates(res: AnnotateResult, binary, cfg, cache,  # noqa: ANN001
 
         try:
             g = cfg if cfg is not None else recover_cfg(
-                binary, res.block_map, functions=sampled_functions(res), cache=cache,
-                swept=swept() if swept is not None else None)
+                binary, block_map, functions=_sampled(block_map, block_samples),
+                cache=cache)
         except BBMapError:  # as the full solve would have skipped: none to ask
             made.append([])
             return made[0]
-        halves = infer_halves(g, res.block_samples, ip, **infer_kw)
+        halves = infer_halves(g, block_samples, ip, **infer_kw)
         made.append([ReplicateEdges.of(h) for h in halves])
         for k, h in zip(keys, halves):
             results.store(k, dict(
@@ -660,11 +661,14 @@ def _inferred_calls(cfg, block_count: np.ndarray,  # noqa: ANN001 - a bbmap.cfg.
 def sampled_functions(res: AnnotateResult) -> np.ndarray:
     """Block-map functions with an IP sample in one of their blocks: what
     :func:`bbmap.inference.counts.infer_counts` solves by default."""
-    m = res.block_map
+    return _sampled(res.block_map, res.block_samples)
+
+
+def _sampled(m, block_samples: np.ndarray) -> np.ndarray:  # noqa: ANN001 - a BlockMap
     if not m.num_blocks:
         return np.zeros(0, np.int64)
     fptr = m.range_block_ptr[m.func_range_ptr]
-    hit = np.flatnonzero(res.block_samples > 0)
+    hit = np.flatnonzero(block_samples > 0)
     f = np.searchsorted(fptr, hit, side="right") - 1  # ascending: unique by a mask
     return f[np.concatenate([[True], f[1:] != f[:-1]])] if len(f) else f
 

@@ -23,9 +23,10 @@ the evidence, twice.  On the same three zstd profiles the halves keep 16-23 func
 holding 0.2-1.5% of the gain (SQLite: 0.4-1.1%): small functions whose samples are too
 few to order their blocks, while every function a profile orders decisively keeps its
 order.  (The layout also keeps functions of fewer than ``plan.MIN_REORDER_SAMPLES``
-samples, where the halves agree for the flow's sake, not the samples'.)  What they do not cover: the time model's systematic error (a block that runs
-slower per instruction than the model says is so in both halves); the intervals state
-that, and the layout measures in the e2e bench are its test.
+samples, where the halves agree for the flow's sake, not the samples'.)  What they do not
+cover: the time model's systematic error (a block that runs slower per instruction than
+the model says is so in both halves); the intervals state that, and the layout measures
+in the e2e bench are its test.
 
 The draw is seeded (``SPLIT_SEED``) and made in address order, so the same samples give
 the same halves in every run, whatever the order of the inputs.
