@@ -377,3 +377,56 @@ def test_rewritten_dispatch_follows_the_entrys_fall_through() -> None:
     ours, theirs = res.block_samples[nb].astype(float), fresh.block_samples[nb].astype(float)
     assert res.block_samples[fall(fn, nb[0])] > 0
     assert _overlap(ours, theirs) > 0.8, _overlap(ours, theirs)  # before: 0.62
+
+
+@pytest.mark.parametrize(("old", "new"), PAIRS, ids=[f"{a}->{b}" for a, b in PAIRS])
+def test_unmatched_blocks_are_not_sent_to_cold(old: str, new: str) -> None:
+    """A block of the new build that no block of the profiled build matched has no
+    evidence of being cold (its zero samples say nothing): the layout keeps it in its
+    function's hot part.  Those of them valgrind saw run (v2's new early return and
+    edited bodies) would otherwise be jumps into ``.cold`` on every run."""
+    from bbmap.layout.plan import plan_layout
+
+    res, _rep = _carried(old, new)
+    unknown = res.unknown_blocks
+    if unknown is None:
+        pytest.skip("every block of this pair matched")
+    truth = _truth(res, new)
+    plan = plan_layout(res)
+    laid = 0
+    for lay in plan.functions:
+        blocks = lay.cfg.blocks
+        cold = set(blocks[np.asarray(lay.cold, np.int64)].tolist())
+        for b in blocks[unknown[blocks]].tolist():
+            assert b not in cold, (lay.name, b, truth[b])
+            laid += 1
+    assert laid
+
+
+@pytest.mark.skipif(not all((SQLITE_BENCH / f).exists() for f in (
+    "old", "baseline", "old.perf.data", "new.perf.data")),
+    reason="the stale bench's SQLite builds (bench/bench_stale.py) are not here")
+def test_sqlite_blocks_a_fresh_profile_samples_are_not_cold_for_lack_of_a_match() -> None:
+    """SQLite 3.49 -> 3.54: ``sqlite3VdbeExec``'s new inline integer decode of
+    ``OP_Column`` (0x71df6: ``movsbq (%r12),%rax; shlq $8...``) matches no 3.49 block.  A
+    fresh profile of 3.54 puts 399 samples on it; the carried layout keeps it hot, where
+    before it went to ``.cold`` (a jump there and back 38k times in the measured run)."""
+    from bbmap.layout.plan import plan_layout
+    from bbmap.stale.api import annotate_stale
+
+    res, _rep = annotate_stale([str(SQLITE_BENCH / "old.perf.data")],
+                               str(SQLITE_BENCH / "old"), str(SQLITE_BENCH / "baseline"),
+                               force=True)
+    fresh = annotate([str(SQLITE_BENCH / "new.perf.data")], str(SQLITE_BENCH / "baseline"))
+    unknown = res.unknown_blocks
+    assert unknown is not None
+    plan = plan_layout(res)
+    hot_unknown = sampled_unknown = 0
+    for lay in plan.functions:
+        blocks = lay.cfg.blocks
+        cold = set(blocks[np.asarray(lay.cold, np.int64)].tolist())
+        for b in blocks[unknown[blocks]].tolist():
+            assert b not in cold
+            hot_unknown += 1
+            sampled_unknown += int(fresh.block_samples[b] > 0)
+    assert hot_unknown and sampled_unknown

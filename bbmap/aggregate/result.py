@@ -110,6 +110,10 @@ class AnnotateResult:
     notices: list[str] = field(default_factory=list)
     # carried from a profile of another build (bbmap.stale.carry.CarryReport), else None
     carried: Any = None
+    # carried: bool per block, the blocks no block of the profiled build matched -- their
+    # zero samples are no evidence, so they are not known to be cold (the layout keeps
+    # them in the hot part of a hot function); None otherwise
+    unknown_blocks: np.ndarray | None = None
     # the bbmap.binary.Binary the run loaded (bbmap.run.Session): renderers that read the
     # file's bytes take it from here instead of opening the file again; None for a result
     # built by hand

@@ -19,7 +19,9 @@ spec/inference.md) -- never from a second code path:
   (Propeller's ``CFGNode::CalculateFrequency`` plus the LBR range estimate, which also sees
   blocks entered by a fall-through that no branch record covers).
 
-A node is hot when its count is positive; the entry is always laid out first.  A function
+A node is hot when its count is positive, when it has samples, or when it is a block of a
+new build that no block of the profiled build matched (``unknown_blocks`` of a carried
+profile: its zero is no evidence); the entry is always laid out first.  A function
 with IP samples but no execution count at all takes its samples as counts (it has no edges,
 so its hot blocks keep their order).  Without
 execution counts (an IP-only profile and no inference) there are no edges: a block is hot
@@ -297,6 +299,10 @@ def _all_node_counts(functions: list[FunctionCFG], result: AnnotateResult,
     fallback = np.repeat(no_count & sampled, lens)
     counts = np.where(fallback, samples, counts)
     hot = (counts > 0) | (samples > 0)  # a block with samples ran: never .cold
+    if result.unknown_blocks is not None:
+        # a block of a new build no block of the profiled one matched: its zero is no
+        # evidence, so it is not known to be cold (spec/stale.md, "Unknown blocks")
+        hot |= result.unknown_blocks[np.concatenate([f.blocks for f in functions])]
     bounds = start.tolist()
     for i, fn in enumerate(functions):
         a, b = bounds[i], bounds[i + 1]

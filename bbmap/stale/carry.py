@@ -13,7 +13,7 @@ carries every address unchanged, and so gives the counts annotate gives directly
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -259,6 +259,7 @@ def carry(old_res: AnnotateResult, old_bin: Any, new_bin: Any, *, inference: str
     res = apply_inference(res, new_bin, inference, solver=solver, disasm_cache=disasm_cache,
                           sample_model=sample_model,
                           unknown=unknown if unknown.any() else None)
+    res = replace(res, unknown_blocks=unknown if unknown.any() else None)
     if res.count_source == "inferred" and B:
         _inferred_shares(res, per_func, fmap, _block_func(mn), unknown, mn.num_functions)
     return res, report
