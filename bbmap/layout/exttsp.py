@@ -53,6 +53,14 @@ import numpy as np
 MIN_GAIN = 1e-8
 # merges of at most this many blocks in total are evaluated in plain Python (speed only)
 SMALL_MERGE = 40
+# functions of at least this many blocks are merged by the numba kernel when numba is
+# installed (exttsp_fast; speed only: same order, same floats).  Measured (spec/layout.md,
+# "Speed"): importing numba and loading the kernel's cache costs ~0.4 s of CPU once per
+# process, and the kernel saves about 0.15 ms a block, so below ~2,500 blocks a process
+# that lays out one such function would lose; a process that has imported the kernel
+# already (an earlier big function) uses it from FAST_LOADED_MIN_BLOCKS blocks.
+FAST_MIN_BLOCKS = 2500
+FAST_LOADED_MIN_BLOCKS = 200
 
 
 @dataclass(frozen=True)
@@ -196,6 +204,7 @@ class _Chain:
     tail: int = -1
     zero: bool = False  # a zero-size block in it
     bound: float | None = None  # _split_bound, per chain version
+    sja: np.ndarray | None = None  # selfj as an int64 array (exttsp_fast._FastMerger only)
 
 
 class _Merger:
@@ -373,6 +382,11 @@ class _Merger:
         off = np.cumsum(self.sizes[nodes])
         self.node_off[nodes] = off - self.sizes[nodes]
 
+    @staticmethod
+    def _selfj_array(c: _Chain) -> np.ndarray:
+        """The chain's own jumps (edge ids) as an int64 array."""
+        return np.asarray(c.selfj, np.int64)
+
     # --------------------------------------------------------------- scoring
     def _score(self, dist: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Scores of jumps ``e`` at distances ``dist`` (broadcast): the module formula as
@@ -389,7 +403,7 @@ class _Merger:
             c.cache = {}
         got = c.cache.get("self")
         if got is None:
-            e = np.asarray(c.selfj, np.int64)
+            e = self._selfj_array(c)
             s, d = self.es[e], self.ed[e]
             ps, pd = self.node_pos[s], self.node_pos[d]
             dist = self.node_off[d] - (self.node_off[s] + self.sizes[s])
@@ -511,7 +525,7 @@ class _Merger:
         if len(x.nodes) + len(y.nodes) <= SMALL_MERGE:
             return self._best_merge_small(x, y, lst)
         jumps = np.asarray(lst, np.int64)
-        top = float(sum(self.l_top[e] for e in lst))
+        top = _seq_sum(self.l_top, lst)
         s, d = self.es[jumps], self.ed[jumps]
         off_s, off_d = self.node_off[s], self.node_off[d]
         size_s = self.sizes[s]
@@ -588,7 +602,7 @@ class _Merger:
         l_ft, l_cfw, l_dfw, l_cbw, l_dbw = self.l_ft, self.l_cfw, self.l_dfw, self.l_cbw, \
             self.l_dbw
         jumps = [(e, es[e], ed[e]) for e in lst]
-        top = sum(self.l_top[e] for e in lst)  # no merge gains more from these jumps
+        top = _seq_sum(self.l_top, lst)  # no merge gains more from these jumps
         best_gain, best = -np.inf, None
         xn = self._node_list(x0)
         yn = self._node_list(y0)
@@ -808,6 +822,12 @@ class _Merger:
                  X2_X1_Y: (X2, X1, Y), X2_Y_X1: (X2, Y, X1)}[kind]
         return np.concatenate(parts)
 
+    @staticmethod
+    def _join_self(ck: _Chain, cg: _Chain, between: list[int]) -> None:
+        """The kept chain's own jumps after a merge: its own, the other's, the ones
+        between (in that order: the order the sums over them follow)."""
+        ck.selfj = ck.selfj + cg.selfj + between
+
     def _merge(self, a: int, b: int, plan: tuple[int, int, int]) -> int:
         xc, kind, k = plan
         x = self.chains[xc]
@@ -817,7 +837,7 @@ class _Merger:
         ck, cg = self.chains[keep], self.chains[gone]
         between = self.adj[keep].pop(gone)
         del self.adj[gone][keep]
-        ck.selfj = ck.selfj + cg.selfj + between
+        self._join_self(ck, cg, between)
         for c, lst in self.adj.pop(gone).items():
             del self.adj[c][gone]
             mine = self.adj[keep].get(c)
@@ -856,7 +876,7 @@ class _Merger:
         forward or backward score.  With zero-size blocks around, nothing is ruled out."""
         top = self.l_top
         if ca.zero or cb.zero:
-            return sum(top[e] for e in lst)
+            return _seq_sum(top, lst)
         lo, es, ed = self.l_lo, self.l_es, self.l_ed
         heads, tails = (ca.head, cb.head), (ca.tail, cb.tail)
         total = 0.0
@@ -946,6 +966,18 @@ class _Merger:
         order += np.flatnonzero(~self.hot).tolist()
         return order
 
+
+
+def _seq_sum(xs: list[float], idx: list[int]) -> float:
+    """``xs[i]`` summed over ``idx`` one by one from 0.0, left to right.  Why not ``sum()``:
+    from Python 3.12 it sums floats with Neumaier's compensation, so the merger's bounds
+    (and a near-tie's outcome) would differ between Python versions, and the compiled
+    kernel (:mod:`bbmap.layout.exttsp_numba`) could match only one of them.  This is the
+    3.11 ``sum()``, bit for bit, on every version."""
+    r = 0.0
+    for i in idx:
+        r += xs[i]
+    return r
 
 
 def _np_sum(xs: list[float]) -> float:
@@ -1177,4 +1209,21 @@ def ext_tsp_order(sizes: Sequence[int] | np.ndarray, edges: Sequence | np.ndarra
         return _LeanMerger(s.tolist(), src.tolist(), dst.tolist(), w.tolist(),
                            None if c is None else c.tolist(), params,
                            None if h is None else h.tolist()).run()
+    if n >= FAST_LOADED_MIN_BLOCKS and _fast_ok(n):
+        from bbmap.layout.exttsp_fast import _FastMerger
+
+        return _FastMerger(s, src, dst, w, c, params, h).run()
     return _Merger(s, src, dst, w, c, params, h).run()
+
+
+def _fast_ok(n: int) -> bool:
+    """Lay out an ``n``-block function with the compiled kernel: numba is installed and
+    allowed, and the function is big enough to pay its import (:data:`FAST_MIN_BLOCKS`),
+    or the kernel is loaded already (:data:`FAST_LOADED_MIN_BLOCKS`)."""
+    import sys
+
+    if n < FAST_MIN_BLOCKS and "bbmap.layout.exttsp_numba" not in sys.modules:
+        return False
+    from bbmap.layout import exttsp_fast
+
+    return exttsp_fast.available()
