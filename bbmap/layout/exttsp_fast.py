@@ -86,8 +86,8 @@ class _FastMerger(_Merger):
     def _split_bound(self, c: _Chain) -> float:
         got = c.bound
         if got is None:
-            got = c.bound = self._bound_kernel(self.F, self.EN, self.N, self.small, c.nodes,
-                                               c.sja, c.size)
+            got = c.bound = float(self._bound_kernel(self.F, self.EN, self.N, self.small,
+                                                     c.nodes, c.sja, c.size))
         return got
 
     def _best_merge(self, a: int, b: int) -> tuple[float, tuple[int, int, int]] | None:
@@ -109,8 +109,9 @@ class _FastMerger(_Merger):
             X, Y = (x, y) if o == 0 else (y, x)
             sg[o] = np.ascontiguousarray(self._self_gains(X, kinds.tolist(), Y.size, ks))
             have |= 1 << o
+        # (float(): without numba the kernel's numbers are numpy scalars)
         if x.bound is None and xb2 == xb2:
-            x.bound = xb2
+            x.bound = float(xb2)
         if y.bound is None and yb2 == yb2:
-            y.bound = yb2
-        return None if kind < 0 else (g, (c, kind, k))
+            y.bound = float(yb2)
+        return None if kind < 0 else (float(g), (int(c), int(kind), int(k)))
