@@ -183,7 +183,7 @@ def test_ext_tsp_order_takes_the_kernel_by_size(monkeypatch):
 
     monkeypatch.setattr(exttsp_fast._FastMerger, "__init__", spy)
     monkeypatch.setattr(exttsp, "FAST_MIN_BLOCKS", 60)
-    monkeypatch.setattr(exttsp, "FAST_LOADED_MIN_BLOCKS", 60)
+    monkeypatch.setattr(exttsp, "FAST_NUMBA_MIN_BLOCKS", 60)
     sizes, edges = _graph(random.Random(1), 80, True, False)
     monkeypatch.setenv("BBMAP_NO_NUMBA", "1")
     ref = ext_tsp_order(sizes, edges, LLVM)
@@ -192,11 +192,13 @@ def test_ext_tsp_order_takes_the_kernel_by_size(monkeypatch):
     assert ext_tsp_order(sizes, edges, LLVM) == ref
     assert taken == ([80] if HAVE_NUMBA else [])
     ext_tsp_order(sizes[:50], [e for e in edges if max(e[:2]) < 50], LLVM)
-    assert len(taken) == (1 if HAVE_NUMBA else 0)
+    assert len(taken) == (2 if HAVE_NUMBA else 0)  # (the kernel is loaded: all sizes)
+    ext_tsp_order(sizes[:30], [e for e in edges if max(e[:2]) < 30], LLVM)
+    assert len(taken) == (2 if HAVE_NUMBA else 0)  # (under SMALL_MERGE: the lean merger)
 
 
-@pytest.mark.parametrize("n,env,imported", [(300, "", False), (3000, "1", False),
-                                            (3000, "", HAVE_NUMBA)])
+@pytest.mark.parametrize("n,env,imported", [(300, "", False), (exttsp.FAST_MIN_BLOCKS, "1", False),
+                                            (exttsp.FAST_MIN_BLOCKS, "", HAVE_NUMBA)])
 def test_what_a_layout_imports(n, env, imported):
     """numba (~0.4 s to import) is imported only for a function big enough to pay it
     back, and never with ``$BBMAP_NO_NUMBA=1``."""

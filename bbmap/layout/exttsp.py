@@ -53,14 +53,16 @@ import numpy as np
 MIN_GAIN = 1e-8
 # merges of at most this many blocks in total are evaluated in plain Python (speed only)
 SMALL_MERGE = 40
-# functions of at least this many blocks are merged by the numba kernel when numba is
-# installed (exttsp_fast; speed only: same order, same floats).  Measured (spec/layout.md,
-# "Speed"): importing numba and loading the kernel's cache costs ~0.4 s of CPU once per
-# process, and the kernel saves about 0.15 ms a block, so below ~2,500 blocks a process
-# that lays out one such function would lose; a process that has imported the kernel
-# already (an earlier big function) uses it from FAST_LOADED_MIN_BLOCKS blocks.
-FAST_MIN_BLOCKS = 2500
-FAST_LOADED_MIN_BLOCKS = 200
+# Functions of at least this many blocks are merged by the numba kernel when numba is
+# installed (exttsp_fast; speed only: the same order, the same floats).  Measured
+# (spec/layout.md, "Speed"): the first kernel call of a process costs ~0.26 s of CPU
+# (importing numba ~0.10 s, loading the compiled kernel from numba's disk cache ~0.15 s),
+# and the kernel saves ~0.19 s at 1,000 blocks, ~0.27 s at 1,500, ~0.34 s at 2,000; so a
+# process that has not imported numba takes it from 2,000 blocks, one that has (inference's
+# solver) from 1,000 (the cache load only), and once the kernel is loaded every function
+# the numpy merger would take (``SMALL_MERGE`` blocks and up: 2.7x faster even at 40).
+FAST_MIN_BLOCKS = 2000
+FAST_NUMBA_MIN_BLOCKS = 1000
 
 
 @dataclass(frozen=True)
@@ -1209,7 +1211,7 @@ def ext_tsp_order(sizes: Sequence[int] | np.ndarray, edges: Sequence | np.ndarra
         return _LeanMerger(s.tolist(), src.tolist(), dst.tolist(), w.tolist(),
                            None if c is None else c.tolist(), params,
                            None if h is None else h.tolist()).run()
-    if n >= FAST_LOADED_MIN_BLOCKS and _fast_ok(n):
+    if _fast_ok(n):
         from bbmap.layout.exttsp_fast import _FastMerger
 
         return _FastMerger(s, src, dst, w, c, params, h).run()
@@ -1218,11 +1220,12 @@ def ext_tsp_order(sizes: Sequence[int] | np.ndarray, edges: Sequence | np.ndarra
 
 def _fast_ok(n: int) -> bool:
     """Lay out an ``n``-block function with the compiled kernel: numba is installed and
-    allowed, and the function is big enough to pay its import (:data:`FAST_MIN_BLOCKS`),
-    or the kernel is loaded already (:data:`FAST_LOADED_MIN_BLOCKS`)."""
+    allowed, and the function is big enough to pay for what the process has not loaded
+    yet (:data:`FAST_MIN_BLOCKS`, :data:`FAST_NUMBA_MIN_BLOCKS`)."""
     import sys
 
-    if n < FAST_MIN_BLOCKS and "bbmap.layout.exttsp_numba" not in sys.modules:
+    if n < FAST_MIN_BLOCKS and "bbmap.layout.exttsp_numba" not in sys.modules and (
+            n < FAST_NUMBA_MIN_BLOCKS or "numba" not in sys.modules):
         return False
     from bbmap.layout import exttsp_fast
 
