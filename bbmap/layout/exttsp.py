@@ -33,7 +33,9 @@ that touch a chain just merged (lazy invalidation by chain version).  A split mo
 jump inside ``X`` that crosses the split point by a shift that does not depend on where the
 split is (``+|Y|`` in ``X1 Y X2``, ``-|X|`` forward in ``X2 X1 Y`` ...), so the score change
 of ``X``'s own jumps for *every* split position is one difference array; only the few jumps
-between ``X`` and ``Y`` are scored per position.
+between ``X`` and ``Y`` are scored per position.  With numba installed, big functions are
+merged by :mod:`bbmap.layout.exttsp_fast` (the pair evaluations compiled, the same floats:
+see :data:`FAST_MIN_BLOCKS`).
 
 Ties are broken deterministically: equal gains prefer the pair with the smaller chain ids
 (a chain's id is the smallest block index in it), then the merge kinds in the order
