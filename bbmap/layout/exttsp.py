@@ -57,14 +57,15 @@ MIN_GAIN = 1e-8
 SMALL_MERGE = 40
 # Functions of at least this many blocks are merged by the numba kernel when numba is
 # installed (exttsp_fast; speed only: the same order, the same floats).  Measured
-# (spec/layout.md, "Speed"): the first kernel call of a process costs ~0.26 s of CPU
-# (importing numba ~0.10 s, loading the compiled kernel from numba's disk cache ~0.15 s),
-# and the kernel saves ~0.19 s at 1,000 blocks, ~0.27 s at 1,500, ~0.34 s at 2,000; so a
-# process that has not imported numba takes it from 2,000 blocks, one that has (inference's
-# solver) from 1,000 (the cache load only), and once the kernel is loaded every function
-# the numpy merger would take (``SMALL_MERGE`` blocks and up: 2.7x faster even at 40).
-FAST_MIN_BLOCKS = 2000
-FAST_NUMBA_MIN_BLOCKS = 1000
+# (spec/layout.md, "Speed"): the first kernel call of a process costs ~0.26-0.41 s of CPU
+# (importing numba ~0.10-0.13 s, loading the compiled kernel from numba's disk cache
+# ~0.15-0.18 s, more under load), and the kernel saves ~0.19 s at 1,000 blocks, ~0.27 s at
+# 1,500, ~0.34 s at 2,000, ~0.41 s at 2,500; so a process that has not imported numba takes
+# it from 2,500 blocks, one that has (inference's solver) from 1,500 (the cache load only),
+# and once the kernel is loaded every function the numpy merger would take
+# (``SMALL_MERGE`` blocks and up: 2.7x faster even at 40).
+FAST_MIN_BLOCKS = 2500
+FAST_NUMBA_MIN_BLOCKS = 1500
 
 
 @dataclass(frozen=True)
