@@ -17,7 +17,7 @@
         [--functions 20000] [--blocks 5000] [--lbr-mb 64] [--rounds 3] [--skip-binary]
 
 With numba installed (``bbmap[fast]``) big functions take the compiled merger
-(bbmap/layout/exttsp_fast.py); the reference merger is timed too (``BBMAP_NO_NUMBA=1``,
+(``exttsp._FastMerger``); the reference merger is timed too (``BBMAP_NO_NUMBA=1``,
 same order), and so is the first call of a fresh process (numba's import and the kernel's
 cache load, paid once per process, outside the medians).
 

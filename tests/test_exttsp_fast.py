@@ -1,4 +1,4 @@
-"""The compiled Ext-TSP merger (bbmap/layout/exttsp_fast.py, exttsp_numba.py) is the
+"""The compiled Ext-TSP merger (bbmap/layout/exttsp.py _FastMerger, exttsp_numba.py) is the
 reference merger (``exttsp._Merger``) bit for bit: every heap entry it pushes -- the lazy
 bounds, the exact gains and the merge plans -- and the order, on random graphs.
 
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bbmap.layout import exttsp, exttsp_fast
+from bbmap.layout import exttsp
 from bbmap.layout.exttsp import LLVM, PROPELLER, ext_tsp_order
 
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
@@ -88,7 +88,7 @@ def _both(sizes, edges, params, counts=None, hot=None, small=None):  # noqa: ANN
     default = exttsp.SMALL_MERGE
     exttsp.SMALL_MERGE = default if small is None else small
     try:
-        for cls in (exttsp._Merger, exttsp_fast._FastMerger):
+        for cls in (exttsp._Merger, exttsp._FastMerger):
             out.append(_pushes(lambda cls=cls: cls(s, src, dst, w, c, params, h)))
     finally:
         exttsp.SMALL_MERGE = default
@@ -147,7 +147,7 @@ def test_the_blas_case_goes_back_to_the_reference(monkeypatch):
     real = exttsp._Merger._self_gains_at
 
     def counted(self, *a):  # noqa: ANN001, ANN002, ANN202
-        if isinstance(self, exttsp_fast._FastMerger):
+        if isinstance(self, exttsp._FastMerger):
             calls.append(len(a[-1]))
         return real(self, *a)
 
@@ -175,13 +175,13 @@ def test_ext_tsp_order_takes_the_kernel_by_size(monkeypatch):
     """Big functions take the kernel when numba is there (same order either way), small
     ones the reference; ``$BBMAP_NO_NUMBA`` switches the kernel off."""
     taken = []
-    real = exttsp_fast._FastMerger.__init__
+    real = exttsp._FastMerger.__init__
 
     def spy(self, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
         taken.append(len(a[0]))
         real(self, *a, **k)
 
-    monkeypatch.setattr(exttsp_fast._FastMerger, "__init__", spy)
+    monkeypatch.setattr(exttsp._FastMerger, "__init__", spy)
     monkeypatch.setattr(exttsp, "FAST_MIN_BLOCKS", 60)
     monkeypatch.setattr(exttsp, "FAST_NUMBA_MIN_BLOCKS", 60)
     sizes, edges = _graph(random.Random(1), 80, True, False)

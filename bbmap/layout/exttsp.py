@@ -34,8 +34,8 @@ jump inside ``X`` that crosses the split point by a shift that does not depend o
 split is (``+|Y|`` in ``X1 Y X2``, ``-|X|`` forward in ``X2 X1 Y`` ...), so the score change
 of ``X``'s own jumps for *every* split position is one difference array; only the few jumps
 between ``X`` and ``Y`` are scored per position.  With numba installed, big functions are
-merged by :mod:`bbmap.layout.exttsp_fast` (the pair evaluations compiled, the same floats:
-see :data:`FAST_MIN_BLOCKS`).
+merged by :class:`_FastMerger` (the pair evaluations compiled in
+:mod:`bbmap.layout.exttsp_numba`, the same floats: see :data:`FAST_MIN_BLOCKS`).
 
 Ties are broken deterministically: equal gains prefer the pair with the smaller chain ids
 (a chain's id is the smallest block index in it), then the merge kinds in the order
@@ -46,6 +46,7 @@ as ``X`` first, then the smaller split position.  No I/O here: arrays in, arrays
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -56,7 +57,7 @@ MIN_GAIN = 1e-8
 # merges of at most this many blocks in total are evaluated in plain Python (speed only)
 SMALL_MERGE = 40
 # Functions of at least this many blocks are merged by the numba kernel when numba is
-# installed (exttsp_fast; speed only: the same order, the same floats).  Measured
+# installed (_FastMerger; speed only: the same order, the same floats).  Measured
 # (spec/layout.md, "Speed"): the first kernel call of a process costs ~0.26-0.41 s of CPU
 # (importing numba ~0.10-0.13 s, loading the compiled kernel from numba's disk cache
 # ~0.15-0.18 s, more under load), and the kernel saves ~0.19 s at 1,000 blocks, ~0.27 s at
@@ -209,7 +210,7 @@ class _Chain:
     tail: int = -1
     zero: bool = False  # a zero-size block in it
     bound: float | None = None  # _split_bound, per chain version
-    sja: np.ndarray | None = None  # selfj as an int64 array (exttsp_fast._FastMerger only)
+    sja: np.ndarray | None = None  # selfj as an int64 array (_FastMerger only)
 
 
 class _Merger:
@@ -1183,6 +1184,109 @@ class _LeanMerger(_Merger):
         order += [v for v, h in enumerate(self.l_hot) if not h]
         return order
 
+class _FastMerger(_Merger):
+    """:class:`_Merger` whose pair evaluations and split bounds run in the compiled kernel
+    (:mod:`bbmap.layout.exttsp_numba`).
+
+    Why: on a 5,000-block function the merger evaluates ~11,000 pairs of chains, and each
+    evaluation was a few dozen numpy calls (merges over ``SMALL_MERGE`` blocks) or a Python
+    loop over split positions -- per-call overhead, not arithmetic (spec/layout.md,
+    "Speed").  The kernel is both evaluators step for step on flat arrays; the heap, the
+    chains' bookkeeping and the merges stay this class's Python, so the merges, the order
+    and every float are the reference's (``tests/test_exttsp_fast.py``).  numba is an
+    optional extra (``bbmap[fast]``): see :func:`_fast_ok` for when this class is used.
+
+    The kernel reads the block columns as one (4, n) int64 array -- size, chain id,
+    position and byte offset in the chain -- whose last three rows *are* the merger's
+    ``node_chain``/``node_pos``/``node_off`` (views: the reference's ``_place`` keeps them
+    current), the per-jump floats as one (7, E) array, and each chain's own jumps as an
+    int64 array (``_Chain.sja``, concatenated on a merge in the order the reference
+    concatenates its lists)."""
+
+    def __init__(self, sizes: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
+                 counts: np.ndarray | None, p: ExtTspParams,
+                 hot: np.ndarray | None) -> None:
+        super().__init__(sizes, src, dst, w, counts, p, hot)
+        from bbmap.layout import exttsp_numba  # imports numba (when it is there)
+
+        self._kernel = exttsp_numba.best_merge
+        self._bound_kernel = exttsp_numba.split_bound
+        N = np.stack([self.sizes, self.node_chain, self.node_pos, self.node_off])
+        self.N = N
+        self.node_chain, self.node_pos, self.node_off = N[1], N[2], N[3]
+        top = np.maximum(self.wft, np.maximum(self.c_fw, self.c_bw))
+        lo = np.maximum(np.maximum(self.c_fw, self.c_bw), 0.0)
+        self.F = np.ascontiguousarray(np.stack([self.wft, self.c_fw, self.d_fw, self.c_bw,
+                                                self.d_bw, top, lo]), dtype=np.float64)
+        self.EN = np.ascontiguousarray(np.stack([self.es, self.ed]), dtype=np.int64)
+        self.small = int(SMALL_MERGE)
+        self.P = np.array([int(p.chain_split), int(p.chain_split_threshold),
+                           int(p.split_along_jumps), int(self._bounds_valid), self.small],
+                          np.int64)
+        for c in self.chains.values():
+            c.sja = np.array(c.selfj, np.int64)
+            c.selfj = None  # (the arrays are the truth from here on)
+
+    @staticmethod
+    def _selfj_array(c: _Chain) -> np.ndarray:
+        return c.sja
+
+    @staticmethod
+    def _join_self(ck: _Chain, cg: _Chain, between: list[int]) -> None:
+        ck.sja = np.concatenate((ck.sja, cg.sja, np.array(between, np.int64)))
+
+    def _split_bound(self, c: _Chain) -> float:
+        got = c.bound
+        if got is None:
+            got = c.bound = float(self._bound_kernel(self.F, self.EN, self.N, self.small,
+                                                     c.nodes, c.sja, c.size))
+        return got
+
+    def _best_merge(self, a: int, b: int) -> tuple[float, tuple[int, int, int]] | None:
+        lst = np.array(self.adj[a][b], np.int64)
+        ca, cb = self.chains[a], self.chains[b]
+        x, y = (ca, cb) if a < b else (cb, ca)
+        nan = math.nan
+        xb = nan if x.bound is None else x.bound
+        yb = nan if y.bound is None else y.bound
+        have, sg = 0, [_NO_SG, _NO_SG]
+        while True:
+            st, g, c, kind, k, xb2, yb2, o, kinds, ks = self._kernel(
+                self.F, self.EN, self.N, self.P, x.nodes, x.sja, x.cid, x.size, x.zero, xb,
+                y.nodes, y.sja, y.cid, y.size, y.zero, yb, lst, have, sg[0], sg[1])
+            if not st:
+                break
+            # a long chain at a few split positions: its own jumps' gains are the
+            # reference's matrix product (BLAS rounding), computed by the reference
+            X, Y = (x, y) if o == 0 else (y, x)
+            sg[o] = np.ascontiguousarray(self._self_gains(X, kinds.tolist(), Y.size, ks))
+            have |= 1 << o
+        # (float(): without numba the kernel's numbers are numpy scalars)
+        if x.bound is None and xb2 == xb2:
+            x.bound = float(xb2)
+        if y.bound is None and yb2 == yb2:
+            y.bound = float(yb2)
+        return None if kind < 0 else (float(g), (int(c), int(kind), int(k)))
+
+
+_NO_SG = np.zeros((0, 0))
+# set to 1: never use numba (the reference merger only; as bbmap.inference.solvers_fast)
+ENV_NO_NUMBA = "BBMAP_NO_NUMBA"
+
+
+def _numba_available() -> bool:
+    """numba is installed and not switched off by ``$BBMAP_NO_NUMBA`` (nothing imported)."""
+    import importlib.util
+    import os
+
+    if os.environ.get(ENV_NO_NUMBA, "").strip() not in ("", "0"):
+        return False
+    try:
+        return importlib.util.find_spec("numba") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(keys, kind="stable")
     ptr = np.zeros(n + 1, np.int64)
@@ -1215,8 +1319,6 @@ def ext_tsp_order(sizes: Sequence[int] | np.ndarray, edges: Sequence | np.ndarra
                            None if c is None else c.tolist(), params,
                            None if h is None else h.tolist()).run()
     if _fast_ok(n):
-        from bbmap.layout.exttsp_fast import _FastMerger
-
         return _FastMerger(s, src, dst, w, c, params, h).run()
     return _Merger(s, src, dst, w, c, params, h).run()
 
@@ -1230,6 +1332,4 @@ def _fast_ok(n: int) -> bool:
     if n < FAST_MIN_BLOCKS and "bbmap.layout.exttsp_numba" not in sys.modules and (
             n < FAST_NUMBA_MIN_BLOCKS or "numba" not in sys.modules):
         return False
-    from bbmap.layout import exttsp_fast
-
-    return exttsp_fast.available()
+    return _numba_available()

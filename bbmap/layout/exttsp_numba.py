@@ -1,4 +1,4 @@
-"""The numba kernel of :mod:`bbmap.layout.exttsp_fast`: one pair of chains scored for a
+"""The numba kernel of :class:`bbmap.layout.exttsp._FastMerger`: one pair of chains scored for a
 merge, both of :class:`~bbmap.layout.exttsp._Merger`'s evaluators, step for step.
 
 Imported only when it runs (importing numba is ~0.4 s, more than a mid-sized function's
@@ -23,7 +23,7 @@ IEEE operations in the same order as the Python/numpy code it replaces.
   on a long chain with few split positions -- is not redone here: the kernel returns a
   request and the caller computes those rows with the reference code and calls again.
 
-Arrays (see :class:`bbmap.layout.exttsp_fast._FastMerger`): ``F`` float64 (7, E) per jump
+Arrays (see :class:`bbmap.layout.exttsp._FastMerger`): ``F`` float64 (7, E) per jump
 ``ft, c_fw, d_fw, c_bw, d_bw, top, lo``; ``EN`` int64 (2, E) sources and targets; ``N``
 int64 (4, n) per block size, chain id, position and byte offset in its chain; ``P`` int64
 ``chain_split, chain_split_threshold, split_along_jumps, bounds_valid, SMALL_MERGE``.
@@ -300,14 +300,13 @@ def _kinds(xe, ye):  # noqa: ANN001, ANN202
 
 
 @_jit
-def _small(F, EN, N, P, xn, xsj, xc, xs, xz, xb, yn, ysj, yc, ys, yz, yb, lst):  # noqa: ANN001, ANN202, C901, PLR0912, PLR0915
-    """``_Merger._best_merge_small`` for chains x (the lower id) and y.  Returns (gain,
-    x cid, kind, k, split bound of x, of y); kind -1: no merge; a bound NaN: not needed."""
+def _concat(F, EN, N, xn, yn, xc, xs, ys, lst, vals, pairwise):  # noqa: ANN001, ANN202
+    """The better plain concatenation, ``X Y`` then ``Y X`` (x the lower id; the entry stays
+    first): (gain, kind), kind -1 when neither is allowed.  ``pairwise``: the jumps summed as
+    ``ndarray.sum`` does (the numpy evaluator), else one by one (the plain-Python one); the
+    first of equal gains wins, as argmax and a strict ``>`` both keep it."""
     J = len(lst)
-    top = 0.0
-    for q in range(J):
-        top += F[TOP, lst[q]]
-    best_gain, bx_c, b_kind, b_k = NEG_INF, -1, -1, 0
+    best, b_kind = NEG_INF, -1
     x_entry = xn[0] == 0
     y_entry = yn[0] == 0
     for kind in (X_Y, Y_X):
@@ -324,169 +323,299 @@ def _small(F, EN, N, P, xn, xsj, xc, xs, xz, xb, yn, ysj, yc, ys, yz, yb, lst): 
             d = EN[1, e]
             a_s = N[OFF, s] + (bx if N[CHAIN, s] == xc else by)
             a_d = N[OFF, d] + (bx if N[CHAIN, d] == xc else by)
-            g += _score(F, e, a_d - (a_s + N[SIZE, s]))
-        if g > best_gain:
-            best_gain, bx_c, b_kind, b_k = g, xc, kind, 0
-    small = P[4]
-    if P[0] == 0 or (len(xn) < 2 and len(yn) < 2):
-        return best_gain, bx_c, b_kind, b_k, xb, yb
-    if b_kind >= 0:
-        if P[3] != 0:
-            if np.isnan(xb):
-                xb = split_bound(F, EN, N, small, xn, xsj, xs)
-            if np.isnan(yb):
-                yb = split_bound(F, EN, N, small, yn, ysj, ys)
-            ub = _inter_bound(F, EN, xz, yz, xn[0], xn[len(xn) - 1], yn[0], yn[len(yn) - 1],
-                              lst) + (xb if xb >= yb else yb)
-        else:
-            ub = np.inf
-        if best_gain >= ub:
-            return best_gain, bx_c, b_kind, b_k, xb, yb
-    for o in range(2):
-        if o == 0:
-            X, Y, XC, LX, LY, XZ, YZ, XSJ = xn, yn, xc, xs, ys, xz, yz, xsj
-        else:
-            X, Y, XC, LX, LY, XZ, YZ, XSJ = yn, xn, yc, ys, xs, yz, xz, ysj
-        nx = len(X)
-        if nx < 2:
-            continue
-        ks = _ks(EN, N, P, X, Y, XC, lst)
-        kinds = _kinds(X[0] == 0, Y[0] == 0)
-        if len(kinds) == 0 or len(ks) == 0:
-            continue
-        if o == 0:
-            if np.isnan(xb):
-                xb = split_bound(F, EN, N, small, X, XSJ, LX)
-            bound = xb
-        else:
-            if np.isnan(yb):
-                yb = split_bound(F, EN, N, small, X, XSJ, LX)
-            bound = yb
-        y0, y1, x0, x1 = Y[0], Y[len(Y) - 1], X[0], X[nx - 1]
-        fb = not (XZ or YZ)
-        base = 0.0
-        every4 = np.zeros(6)
-        at = np.zeros((6, nx + 1))
-        if fb:
-            for q in range(J):
-                e = lst[q]
-                s = EN[0, e]
-                d = EN[1, e]
-                c1 = F[CFW, e]
-                c2 = F[CBW, e]
-                m = c1 if c1 >= c2 else c2
-                lo_e = m if m >= 0.0 else 0.0
-                base += lo_e
-                b = F[FT, e] - lo_e
-                if b <= 0:
-                    continue
-                if N[CHAIN, s] == XC and d == y0:
-                    k = N[POS, s] + 1
-                    at[X1_Y_X2, k] += b
-                    at[X2_X1_Y, k] += b
-                    if s == x1:
-                        every4[X2_Y_X1] += b
-                elif N[CHAIN, d] == XC and s == y1:
-                    k = N[POS, d]
-                    at[X1_Y_X2, k] += b
-                    at[Y_X2_X1, k] += b
-                    if d == x0:
-                        every4[X2_Y_X1] += b
-        for ki in range(len(kinds)):
-            kind = kinds[ki]
-            if fb:
-                every = every4[kind] + base
+            v = _score(F, e, a_d - (a_s + N[SIZE, s]))
+            if pairwise:
+                vals[q] = v
             else:
-                every = top
-            own = 0.0 if kind == X1_Y_X2 else bound
-            thr = best_gain - every - own
-            if thr >= 0:
-                anyc = False
-                for j in ks:
-                    if at[kind, j] > thr:
-                        anyc = True
-                        break
-                if not anyc:
-                    continue
-            row = _small_row(F, EN, N, nx, XSJ, _shift(kind, LX, LY))
-            a1, c1_, a2, c2_, ay, cy = _bases(kind, LX, LY)
-            for j in ks:
-                if thr >= 0 and not at[kind, j] > thr:
-                    continue
-                g = row[j]
-                if every + at[kind, j] + g <= best_gain:
-                    continue
-                L1 = N[OFF, X[j]]
-                b1 = a1 * L1 + c1_
-                b2 = a2 * L1 + c2_
-                byy = ay * L1 + cy
-                for q in range(J):
-                    e = lst[q]
-                    s = EN[0, e]
-                    d = EN[1, e]
-                    if N[CHAIN, s] == XC:
-                        a_s = N[OFF, s] + (b1 if N[POS, s] < j else b2)
-                    else:
-                        a_s = N[OFF, s] + byy
-                    if N[CHAIN, d] == XC:
-                        a_d = N[OFF, d] + (b1 if N[POS, d] < j else b2)
-                    else:
-                        a_d = N[OFF, d] + byy
-                    g += _score(F, e, a_d - a_s - N[SIZE, s])
-                if g > best_gain:
-                    best_gain, bx_c, b_kind, b_k = g, XC, kind, j
-    return best_gain, bx_c, b_kind, b_k, xb, yb
+                g += v
+        if pairwise:
+            g = _pw(vals, 0, J)
+        if b_kind < 0 or g > best:
+            best, b_kind = g, kind
+    return best, b_kind
 
 
 @_jit
-def _big(F, EN, N, P, xn, xsj, xc, xs, xz, xb, yn, ysj, yc, ys, yz, yb, lst,  # noqa: ANN001, ANN202, C901, PLR0912, PLR0913, PLR0915
-         have, sg0, sg1):
-    """``_Merger._best_merge`` (numpy side) for chains x (the lower id) and y.  Returns
-    (status, gain, x cid, kind, k, bound x, bound y, request side, kinds, ks): status 1
-    asks for ``_self_gains`` of side ``o``'s chain (0: x, 1: y) at those kinds and
-    positions (the BLAS case, see the module docstring); call again with them as ``sg0``
-    or ``sg1`` and bit ``1 << o`` set in ``have``."""
+def _pair_done(F, EN, N, P, xn, xsj, xs, xz, xb, yn, ysj, ys, yz, yb, lst, best_gain):  # noqa: ANN001, ANN202, PLR0913
+    """Whether the best concatenation reaches ``_Merger._pair_bound`` (then no split can
+    beat it), the split bounds computed on the way (NaN: not known yet): (done, xb, yb)."""
+    if P[3] == 0:  # bounds not valid: the bound is infinite
+        return False, xb, yb
+    small = P[4]
+    if np.isnan(xb):
+        xb = split_bound(F, EN, N, small, xn, xsj, xs)
+    if np.isnan(yb):
+        yb = split_bound(F, EN, N, small, yn, ysj, ys)
+    ub = _inter_bound(F, EN, xz, yz, xn[0], xn[len(xn) - 1], yn[0], yn[len(yn) - 1],
+                      lst) + (xb if xb >= yb else yb)
+    return best_gain >= ub, xb, yb
+
+
+@_jit
+def _split_jumps(F, EN, N, X, XC, kind, LX, LY, j, lst, vals, pairwise, g0):  # noqa: ANN001, ANN202, PLR0913
+    """The jumps between the chains scored after split ``kind`` of X at position ``j``:
+    ``g0`` plus each one by one (the plain-Python evaluator), or (``pairwise``) their
+    ``ndarray.sum`` plus ``g0`` (the numpy one)."""
+    a1, c1, a2, c2, ay, cy = _bases(kind, LX, LY)
+    L1 = N[OFF, X[j]]
+    b1 = a1 * L1 + c1
+    b2 = a2 * L1 + c2
+    byy = ay * L1 + cy
+    g = g0
+    for q in range(len(lst)):
+        e = lst[q]
+        s = EN[0, e]
+        d = EN[1, e]
+        if N[CHAIN, s] == XC:
+            a_s = N[OFF, s] + (b1 if N[POS, s] < j else b2)
+        else:
+            a_s = N[OFF, s] + byy
+        if N[CHAIN, d] == XC:
+            a_d = N[OFF, d] + (b1 if N[POS, d] < j else b2)
+        else:
+            a_d = N[OFF, d] + byy
+        v = _score(F, e, a_d - (a_s + N[SIZE, s]))
+        if pairwise:
+            vals[q] = v
+        else:
+            g += v
+    if pairwise:
+        return _pw(vals, 0, len(lst)) + g0
+    return g
+
+
+@_jit
+def _ft_small(F, EN, N, X, Y, XC, lst):  # noqa: ANN001, ANN202
+    """``_Merger._ft_bounds``: (the sum of the jumps' best non-fall-through scores, the
+    bonus at every position per kind, the bonus per kind and position)."""
+    nx = len(X)
+    base = 0.0
+    every = np.zeros(6)
+    at = np.zeros((6, nx + 1))
+    y0, y1, x0, x1 = Y[0], Y[len(Y) - 1], X[0], X[nx - 1]
+    for q in range(len(lst)):
+        e = lst[q]
+        s = EN[0, e]
+        d = EN[1, e]
+        c1 = F[CFW, e]
+        c2 = F[CBW, e]
+        m = c1 if c1 >= c2 else c2
+        lo_e = m if m >= 0.0 else 0.0
+        base += lo_e
+        b = F[FT, e] - lo_e
+        if b <= 0:
+            continue
+        if N[CHAIN, s] == XC and d == y0:
+            k = N[POS, s] + 1
+            at[X1_Y_X2, k] += b
+            at[X2_X1_Y, k] += b
+            if s == x1:
+                every[X2_Y_X1] += b
+        elif N[CHAIN, d] == XC and s == y1:
+            k = N[POS, d]
+            at[X1_Y_X2, k] += b
+            at[Y_X2_X1, k] += b
+            if d == x0:
+                every[X2_Y_X1] += b
+    return base, every, at
+
+
+@_jit
+def _small_side(F, EN, N, P, X, Y, XC, LX, LY, XZ, YZ, XSJ, bound, lst, top, vals,  # noqa: ANN001, ANN202, PLR0913
+                best_gain, bx_c, b_kind, b_k):
+    """``_Merger._best_merge_small``'s split search with X split and Y whole: the best
+    (gain, x cid, kind, k) so far, updated, and X's split bound (computed if NaN)."""
+    nx = len(X)
+    if nx < 2:
+        return best_gain, bx_c, b_kind, b_k, bound
+    ks = _ks(EN, N, P, X, Y, XC, lst)
+    kinds = _kinds(X[0] == 0, Y[0] == 0)
+    if len(kinds) == 0 or len(ks) == 0:
+        return best_gain, bx_c, b_kind, b_k, bound
+    if np.isnan(bound):
+        bound = split_bound(F, EN, N, P[4], X, XSJ, LX)
+    fb = not (XZ or YZ)
+    if fb:
+        base, every4, at = _ft_small(F, EN, N, X, Y, XC, lst)
+    else:
+        base, every4, at = 0.0, np.zeros(6), np.zeros((6, nx + 1))
+    for ki in range(len(kinds)):
+        kind = kinds[ki]
+        every = every4[kind] + base if fb else top
+        own = 0.0 if kind == X1_Y_X2 else bound
+        thr = best_gain - every - own  # a position needs a bonus above this
+        if thr >= 0:
+            anyc = False
+            for j in ks:
+                if at[kind, j] > thr:
+                    anyc = True
+                    break
+            if not anyc:
+                continue
+        row = _small_row(F, EN, N, nx, XSJ, _shift(kind, LX, LY))
+        for j in ks:
+            if thr >= 0 and not at[kind, j] > thr:
+                continue
+            if every + at[kind, j] + row[j] <= best_gain:
+                continue
+            g = _split_jumps(F, EN, N, X, XC, kind, LX, LY, j, lst, vals, False, row[j])
+            if g > best_gain:
+                best_gain, bx_c, b_kind, b_k = g, XC, kind, j
+    return best_gain, bx_c, b_kind, b_k, bound
+
+
+@_jit
+def _inter_big(F, EN, N, X, Y, XC, XZ, YZ, kinds, ks, lst, top, losum, b_v):  # noqa: ANN001, ANN202, PLR0913
+    """``_Merger._ft_bounds_np``: per kind (rows) and position (columns), a bound on what
+    the jumps between the chains score (each sum has at most one non-zero term: exact)."""
+    T = len(kinds)
+    K = len(ks)
+    inter = np.empty((T, K))
+    if XZ or YZ:
+        inter[:, :] = top
+        return inter
+    nx = len(X)
+    after = np.zeros(nx + 1)
+    before = np.zeros(nx + 1)
+    e1 = 0.0
+    e2 = 0.0
+    y0, y1 = Y[0], Y[len(Y) - 1]
+    for q in range(len(lst)):
+        b = b_v[q]
+        if not b > 0:
+            continue
+        e = lst[q]
+        s = EN[0, e]
+        d = EN[1, e]
+        if N[CHAIN, s] == XC and d == y0:
+            after[N[POS, s] + 1] += b
+            if s == X[nx - 1]:
+                e1 += b
+        if N[CHAIN, d] == XC and s == y1:
+            before[N[POS, d]] += b
+            if d == X[0]:
+                e2 += b
+    every = e1 + e2
+    for t in range(T):
+        kind = kinds[t]
+        for c in range(K):
+            k = ks[c]
+            if kind == X1_Y_X2:
+                r = after[k] + before[k]
+            elif kind == X2_X1_Y:
+                r = after[k]
+            elif kind == Y_X2_X1:
+                r = before[k]
+            else:
+                r = every
+            inter[t, c] = losum + r
+    return inter
+
+
+@_jit
+def _maybe(inter, kinds, bound, best_gain):  # noqa: ANN001, ANN202
+    """``_best_merge``'s first pruning: the kinds (rows) and positions (columns) where the
+    bound plus X's own best (0 for ``X1 Y X2``) beats the best gain, as index arrays."""
+    T, K = inter.shape
+    rows = np.zeros(T, np.bool_)
+    cols = np.zeros(K, np.bool_)
+    for t in range(T):
+        own = 0.0 if kinds[t] == X1_Y_X2 else bound
+        for c in range(K):
+            if inter[t, c] + own > best_gain:
+                rows[t] = True
+                cols[c] = True
+    return np.flatnonzero(rows), np.flatnonzero(cols)
+
+
+@_jit
+def _big_side(F, EN, N, P, X, Y, XC, LX, LY, XZ, YZ, XSJ, bound, lst, top, losum, b_v,  # noqa: ANN001, ANN202, PLR0913
+              vals, have, sgin, best_gain, bx_c, b_kind, b_k):
+    """``_Merger._best_merge``'s split search with X split and Y whole.  Returns (status,
+    gain, x cid, kind, k, X's split bound, kinds, positions): status 1 when X's own gains
+    are the reference's matrix product (``have`` false): the kinds and positions wanted."""
+    z = np.zeros(0, np.int64)
+    nx = len(X)
+    ks = _ks(EN, N, P, X, Y, XC, lst)
+    if len(ks) == 0:
+        return 0, best_gain, bx_c, b_kind, b_k, bound, z, z
+    kinds = _kinds(X[0] == 0, Y[0] == 0)
+    if np.isnan(bound):
+        bound = split_bound(F, EN, N, P[4], X, XSJ, LX)
+    inter = _inter_big(F, EN, N, X, Y, XC, XZ, YZ, kinds, ks, lst, top, losum, b_v)
+    ri, ci = _maybe(inter, kinds, bound, best_gain)
+    nr, nc = len(ri), len(ci)
+    if nc == 0:
+        return 0, best_gain, bx_c, b_kind, b_k, bound, z, z
+    kinds2 = kinds[ri]
+    ks2 = ks[ci]
+    sg = np.zeros((nr, nc))
+    if len(XSJ) == 0:
+        pass
+    elif nc * 8 < nx:  # _self_gains_at: BLAS's rounding, the caller's to compute
+        if not have:
+            return 1, best_gain, bx_c, b_kind, b_k, bound, kinds2, ks2
+        sg[:, :] = sgin
+    else:
+        for t in range(nr):
+            row = _np_row(F, EN, N, nx, XSJ, _shift(kinds2[t], LX, LY))
+            for c in range(nc):
+                sg[t, c] = row[ks2[c]]
+    live = np.zeros(nc, np.bool_)
+    for c in range(nc):
+        for t in range(nr):
+            if inter[ri[t], ci[c]] + sg[t, c] > best_gain:
+                live[c] = True
+    if not live.any():
+        return 0, best_gain, bx_c, b_kind, b_k, bound, z, z
+    gbest, gt, gk = NEG_INF, -1, 0
+    for t in range(nr):  # argmax: the kind order, then the smaller position
+        for c in range(nc):
+            if live[c]:
+                g = _split_jumps(F, EN, N, X, XC, kinds2[t], LX, LY, ks2[c], lst, vals, True,
+                                 sg[t, c])
+                if gt < 0 or g > gbest:
+                    gbest, gt, gk = g, kinds2[t], ks2[c]
+    if gbest > best_gain:
+        best_gain, bx_c, b_kind, b_k = gbest, XC, gt, gk
+    return 0, best_gain, bx_c, b_kind, b_k, bound, z, z
+
+
+@_jit
+def best_merge(F, EN, N, P, xn, xsj, xc, xs, xz, xb, yn, ysj, yc, ys, yz, yb, lst,  # noqa: ANN001, ANN201, PLR0913
+               have, sg0, sg1):
+    """The best merge of chains x (the lower id) and y, by ``_best_merge_small``'s steps
+    for merges of at most ``SMALL_MERGE`` blocks, by ``_best_merge``'s above.  Returns
+    (status, gain, x cid, kind, k, split bound of x, of y, side, kinds, positions): kind -1
+    is no merge; a bound NaN was not needed; status 1 asks for ``_self_gains`` of side
+    ``side``'s chain (0: x, 1: y) at those kinds and positions (the BLAS case, see the
+    module docstring) -- call again with them as ``sg0``/``sg1`` and bit ``1 << side`` set
+    in ``have``."""
+    small = len(xn) + len(yn) <= P[4]
     J = len(lst)
-    noreq = np.zeros(0, np.int64)
+    vals = np.empty(J)
+    z = np.zeros(0, np.int64)
     top = 0.0
     for q in range(J):
         top += F[TOP, lst[q]]
-    vals = np.empty(J)
-    best_gain, bx_c, b_kind, b_k = NEG_INF, -1, -1, 0
-    x_entry = xn[0] == 0
-    y_entry = yn[0] == 0
-    for kind in (X_Y, Y_X):
-        if (x_entry and kind == Y_X) or (y_entry and kind == X_Y):
-            continue
-        if kind == X_Y:
-            bx, by = 0, xs
-        else:
-            bx, by = ys, 0
-        for q in range(J):
-            e = lst[q]
-            s = EN[0, e]
-            d = EN[1, e]
-            a_s = N[OFF, s] + (bx if N[CHAIN, s] == xc else by)
-            a_d = N[OFF, d] + (bx if N[CHAIN, d] == xc else by)
-            vals[q] = _score(F, e, a_d - (a_s + N[SIZE, s]))
-        g = _pw(vals, 0, J)
-        if b_kind < 0 or g > best_gain:
-            best_gain, bx_c, b_kind, b_k = g, xc, kind, 0
-    small = P[4]
-    if P[0] == 0:
-        return 0, best_gain, bx_c, b_kind, b_k, xb, yb, -1, noreq, noreq
+    best_gain, b_kind = _concat(F, EN, N, xn, yn, xc, xs, ys, lst, vals, not small)
+    bx_c = xc if b_kind >= 0 else -1
+    b_k = 0
+    if P[0] == 0 or (small and len(xn) < 2 and len(yn) < 2):
+        return 0, best_gain, bx_c, b_kind, b_k, xb, yb, -1, z, z
     if b_kind >= 0:
-        if P[3] != 0:
-            if np.isnan(xb):
-                xb = split_bound(F, EN, N, small, xn, xsj, xs)
-            if np.isnan(yb):
-                yb = split_bound(F, EN, N, small, yn, ysj, ys)
-            ub = _inter_bound(F, EN, xz, yz, xn[0], xn[len(xn) - 1], yn[0], yn[len(yn) - 1],
-                              lst) + (xb if xb >= yb else yb)
-        else:
-            ub = np.inf
-        if best_gain >= ub:
-            return 0, best_gain, bx_c, b_kind, b_k, xb, yb, -1, noreq, noreq
+        done, xb, yb = _pair_done(F, EN, N, P, xn, xsj, xs, xz, xb, yn, ysj, ys, yz, yb, lst,
+                                  best_gain)
+        if done:
+            return 0, best_gain, bx_c, b_kind, b_k, xb, yb, -1, z, z
+    if small:
+        best_gain, bx_c, b_kind, b_k, xb = _small_side(
+            F, EN, N, P, xn, yn, xc, xs, ys, xz, yz, xsj, xb, lst, top, vals, best_gain, bx_c,
+            b_kind, b_k)
+        best_gain, bx_c, b_kind, b_k, yb = _small_side(
+            F, EN, N, P, yn, xn, yc, ys, xs, yz, xz, ysj, yb, lst, top, vals, best_gain, bx_c,
+            b_kind, b_k)
+        return 0, best_gain, bx_c, b_kind, b_k, xb, yb, -1, z, z
     lo_v = np.empty(J)
     b_v = np.empty(J)
     for q in range(J):
@@ -497,164 +626,14 @@ def _big(F, EN, N, P, xn, xsj, xc, xs, xz, xb, yn, ysj, yc, ys, yz, yb, lst,  # 
         lo_v[q] = m if m >= 0.0 else 0.0
         b_v[q] = F[FT, e] - lo_v[q]
     losum = _pw(lo_v, 0, J)
-    for o in range(2):
-        if o == 0:
-            X, Y, XC, LX, LY, XZ, YZ, XSJ = xn, yn, xc, xs, ys, xz, yz, xsj
-        else:
-            X, Y, XC, LX, LY, XZ, YZ, XSJ = yn, xn, yc, ys, xs, yz, xz, ysj
-        nx = len(X)
-        ks = _ks(EN, N, P, X, Y, XC, lst)
-        if len(ks) == 0:
-            continue
-        kinds = _kinds(X[0] == 0, Y[0] == 0)
-        if o == 0:
-            if np.isnan(xb):
-                xb = split_bound(F, EN, N, small, X, XSJ, LX)
-            bound = xb
-        else:
-            if np.isnan(yb):
-                yb = split_bound(F, EN, N, small, X, XSJ, LX)
-            bound = yb
-        T = len(kinds)
-        K = len(ks)
-        inter = np.empty((T, K))
-        if XZ or YZ:
-            inter[:, :] = top
-        else:
-            after = np.zeros(nx + 1)
-            before = np.zeros(nx + 1)
-            e1 = 0.0
-            e2 = 0.0
-            y0, y1 = Y[0], Y[len(Y) - 1]
-            for q in range(J):
-                b = b_v[q]
-                if not b > 0:
-                    continue
-                e = lst[q]
-                s = EN[0, e]
-                d = EN[1, e]
-                if N[CHAIN, s] == XC and d == y0:
-                    after[N[POS, s] + 1] += b
-                    if s == X[nx - 1]:
-                        e1 += b
-                if N[CHAIN, d] == XC and s == y1:
-                    before[N[POS, d]] += b
-                    if d == X[0]:
-                        e2 += b
-            every = e1 + e2
-            for t in range(T):
-                kind = kinds[t]
-                for c in range(K):
-                    k = ks[c]
-                    if kind == X1_Y_X2:
-                        r = after[k] + before[k]
-                    elif kind == X2_X1_Y:
-                        r = after[k]
-                    elif kind == Y_X2_X1:
-                        r = before[k]
-                    else:
-                        r = every
-                    inter[t, c] = losum + r
-        rows = np.zeros(T, np.bool_)
-        cols = np.zeros(K, np.bool_)
-        for t in range(T):
-            own = 0.0 if kinds[t] == X1_Y_X2 else bound
-            for c in range(K):
-                if inter[t, c] + own > best_gain:
-                    rows[t] = True
-                    cols[c] = True
-        nr = 0
-        for t in range(T):
-            if rows[t]:
-                nr += 1
-        nc = 0
-        for c in range(K):
-            if cols[c]:
-                nc += 1
-        if nc == 0:
-            continue
-        kinds2 = np.empty(nr, np.int64)
-        ri = np.empty(nr, np.int64)
-        nr = 0
-        for t in range(T):
-            if rows[t]:
-                kinds2[nr] = kinds[t]
-                ri[nr] = t
-                nr += 1
-        ks2 = np.empty(nc, np.int64)
-        ci = np.empty(nc, np.int64)
-        nc = 0
-        for c in range(K):
-            if cols[c]:
-                ks2[nc] = ks[c]
-                ci[nc] = c
-                nc += 1
-        sg = np.zeros((nr, nc))
-        if len(XSJ) == 0:
-            pass
-        elif nc * 8 < nx:
-            if not (have >> o) & 1:
-                return 1, best_gain, bx_c, b_kind, b_k, xb, yb, o, kinds2, ks2
-            sg[:, :] = sg0 if o == 0 else sg1
-        else:
-            for t in range(nr):
-                row = _np_row(F, EN, N, nx, XSJ, _shift(kinds2[t], LX, LY))
-                for c in range(nc):
-                    sg[t, c] = row[ks2[c]]
-        live = np.zeros(nc, np.bool_)
-        nl = 0
-        for c in range(nc):
-            for t in range(nr):
-                if inter[ri[t], ci[c]] + sg[t, c] > best_gain:
-                    live[c] = True
-            if live[c]:
-                nl += 1
-        if nl == 0:
-            continue
-        gbest = NEG_INF
-        gt, gk = -1, 0
-        for t in range(nr):
-            kind = kinds2[t]
-            a1, c1_, a2, c2_, ay, cy = _bases(kind, LX, LY)
-            for c in range(nc):
-                if not live[c]:
-                    continue
-                j = ks2[c]
-                L1 = N[OFF, X[j]]
-                b1 = a1 * L1 + c1_
-                b2 = a2 * L1 + c2_
-                byy = ay * L1 + cy
-                for q in range(J):
-                    e = lst[q]
-                    s = EN[0, e]
-                    d = EN[1, e]
-                    if N[CHAIN, s] == XC:
-                        a_s = N[OFF, s] + (b1 if N[POS, s] < j else b2)
-                    else:
-                        a_s = N[OFF, s] + byy
-                    if N[CHAIN, d] == XC:
-                        a_d = N[OFF, d] + (b1 if N[POS, d] < j else b2)
-                    else:
-                        a_d = N[OFF, d] + byy
-                    vals[q] = _score(F, e, a_d - (a_s + N[SIZE, s]))
-                g = _pw(vals, 0, J) + sg[t, c]
-                if gt < 0 or g > gbest:
-                    gbest, gt, gk = g, kind, j
-        if gbest > best_gain:
-            best_gain, bx_c, b_kind, b_k = gbest, XC, gt, gk
-    return 0, best_gain, bx_c, b_kind, b_k, xb, yb, -1, noreq, noreq
-
-
-@_jit
-def best_merge(F, EN, N, P, xn, xsj, xc, xs, xz, xb, yn, ysj, yc, ys, yz, yb, lst,  # noqa: ANN001, ANN201, PLR0913
-               have, sg0, sg1):
-    """The best merge of chains x (the lower id) and y: ``_small`` for merges of at most
-    ``SMALL_MERGE`` blocks, ``_big`` above (as ``_Merger._best_merge`` chooses).  Returns
-    ``_big``'s tuple."""
-    if len(xn) + len(yn) <= P[4]:
-        g, c, k, j, xb, yb = _small(F, EN, N, P, xn, xsj, xc, xs, xz, xb, yn, ysj, yc, ys, yz,
-                                    yb, lst)
-        z = np.zeros(0, np.int64)
-        return 0, g, c, k, j, xb, yb, -1, z, z
-    return _big(F, EN, N, P, xn, xsj, xc, xs, xz, xb, yn, ysj, yc, ys, yz, yb, lst, have,
-                sg0, sg1)
+    st, best_gain, bx_c, b_kind, b_k, xb, kinds, ks = _big_side(
+        F, EN, N, P, xn, yn, xc, xs, ys, xz, yz, xsj, xb, lst, top, losum, b_v, vals,
+        have & 1, sg0, best_gain, bx_c, b_kind, b_k)
+    if st:
+        return 1, best_gain, bx_c, b_kind, b_k, xb, yb, 0, kinds, ks
+    st, best_gain, bx_c, b_kind, b_k, yb, kinds, ks = _big_side(
+        F, EN, N, P, yn, xn, yc, ys, xs, yz, xz, ysj, yb, lst, top, losum, b_v, vals,
+        (have >> 1) & 1, sg1, best_gain, bx_c, b_kind, b_k)
+    if st:
+        return 1, best_gain, bx_c, b_kind, b_k, xb, yb, 1, kinds, ks
+    return 0, best_gain, bx_c, b_kind, b_k, xb, yb, -1, z, z
