@@ -23,11 +23,24 @@ from bbmap.layout import exttsp
 from bbmap.layout.exttsp import LLVM, PROPELLER, ext_tsp_order
 
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+if HAVE_NUMBA:  # (installed but not importable: the reference runs, as without it)
+    from bbmap.layout import exttsp_numba as _k
+
+    HAVE_NUMBA = _k.compiled()
 
 _PARAM_SETS = [PROPELLER, LLVM, PROPELLER.with_(chain_split_threshold=0),
                LLVM.with_(chain_split_threshold=2), LLVM.with_(chain_split_threshold=12),
                PROPELLER.with_(split_along_jumps=False, chain_split_threshold=1),
                LLVM.with_(chain_split=False), PROPELLER.with_(fallthrough_weight=0.5)]
+
+
+@pytest.fixture(autouse=True)
+def _kernel_not_loaded():
+    """Each test starts, and leaves the process, as if no big function had been laid out:
+    other tests' mid-sized functions then keep the reference merger (see exttsp._fast_ok)."""
+    exttsp._kernel_loaded = False
+    yield
+    exttsp._kernel_loaded = False
 
 
 def _graph(rng: random.Random, n: int, local: bool | str, parallel: bool):

@@ -1206,8 +1206,11 @@ class _FastMerger(_Merger):
     def __init__(self, sizes: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
                  counts: np.ndarray | None, p: ExtTspParams,
                  hot: np.ndarray | None) -> None:
+        global _kernel_loaded
         super().__init__(sizes, src, dst, w, counts, p, hot)
         from bbmap.layout import exttsp_numba  # imports numba (when it is there)
+
+        _kernel_loaded = True  # (from here on every size pays: see _fast_ok)
 
         self._kernel = exttsp_numba.best_merge
         self._bound_kernel = exttsp_numba.split_bound
@@ -1270,6 +1273,7 @@ class _FastMerger(_Merger):
 
 
 _NO_SG = np.zeros((0, 0))
+_kernel_loaded = False  # a _FastMerger has run in this process (its kernel is loaded)
 # set to 1: never use numba (the reference merger only; as bbmap.inference.solvers_fast)
 ENV_NO_NUMBA = "BBMAP_NO_NUMBA"
 
@@ -1329,7 +1333,13 @@ def _fast_ok(n: int) -> bool:
     yet (:data:`FAST_MIN_BLOCKS`, :data:`FAST_NUMBA_MIN_BLOCKS`)."""
     import sys
 
-    if n < FAST_MIN_BLOCKS and "bbmap.layout.exttsp_numba" not in sys.modules and (
+    if n < FAST_MIN_BLOCKS and not _kernel_loaded and (
             n < FAST_NUMBA_MIN_BLOCKS or "numba" not in sys.modules):
         return False
-    return _numba_available()
+    if not _numba_available():
+        return False
+    from bbmap.layout import exttsp_numba  # (imports numba)
+
+    # numba found but not importable (e.g. built for another numpy): the kernel would be
+    # plain Python, slower than the reference
+    return exttsp_numba.compiled()

@@ -39,6 +39,12 @@ except ImportError:  # the optional extra is not installed: the reference merger
     _numba = None
 
 
+def compiled() -> bool:
+    """numba imported: the functions below are compiled (else plain Python, ~6x slower
+    than the reference merger -- only the equality tests run them so)."""
+    return _numba is not None
+
+
 def _jit(f):  # noqa: ANN001, ANN202
     """``f`` compiled (cached on disk beside the module) when numba is there, else ``f``
     itself (pure Python: what the equality tests can also run)."""
