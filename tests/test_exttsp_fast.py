@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bbmap.layout import exttsp
-from bbmap.layout.exttsp import LLVM, PROPELLER, ext_tsp_order
+from bbmap.layout.exttsp import LLVM, PROPELLER, ext_tsp_order, ext_tsp_score
 
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 if HAVE_NUMBA:  # (installed but not importable: the reference runs, as without it)
@@ -108,13 +108,19 @@ def _both(sizes, edges, params, counts=None, hot=None, small=None):  # noqa: ANN
     return out
 
 
-def _same(a, b) -> None:  # noqa: ANN001
+def _same(a, b, graph=None) -> None:  # noqa: ANN001
+    """Both runs pushed the same heap entries (every float equal) and made the same order;
+    with ``graph`` (sizes, edges, params), the orders' scores are the same float too."""
     (order_a, push_a), (order_b, push_b) = a, b
     assert len(push_a) == len(push_b)
     for x, y in zip(push_a, push_b):
         assert x == y
         assert type(x[0]) is float and type(y[0]) is float
     assert order_a == order_b
+    if graph is not None:
+        sizes, edges, params = graph
+        assert ext_tsp_score(sizes, edges, order_a, params) == \
+            ext_tsp_score(sizes, edges, order_b, params)
 
 
 @settings(max_examples=120, deadline=None)
@@ -138,7 +144,7 @@ def test_fast_merger_is_the_merger_bit_for_bit(seed, n, local, params, small,
         for a, b, x in edges:
             if x > 0:
                 hot[a] = hot[b] = True
-    _same(*_both(sizes, edges, params, counts, hot, small))
+    _same(*_both(sizes, edges, params, counts, hot, small), (sizes, edges, params))
 
 
 @pytest.mark.slow
@@ -149,7 +155,7 @@ def test_fast_merger_is_the_merger_on_long_chains(seed, n, params, local):
     """As above on bigger compiled-code-like functions: chains of hundreds of blocks
     (split positions along jumps only, sums over more than 128 jumps, the BLAS case)."""
     sizes, edges = _graph(random.Random(seed), n, local, False)
-    _same(*_both(sizes, edges, params))
+    _same(*_both(sizes, edges, params), (sizes, edges, params))
 
 
 def test_the_blas_case_goes_back_to_the_reference(monkeypatch):
