@@ -1184,6 +1184,7 @@ class _LeanMerger(_Merger):
         order += [v for v, h in enumerate(self.l_hot) if not h]
         return order
 
+
 class _FastMerger(_Merger):
     """:class:`_Merger` whose pair evaluations and split bounds run in the compiled kernel
     (:mod:`bbmap.layout.exttsp_numba`).
