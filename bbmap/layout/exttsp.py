@@ -1275,21 +1275,6 @@ class _FastMerger(_Merger):
 
 _NO_SG = np.zeros((0, 0))
 _kernel_loaded = False  # a _FastMerger has run in this process (its kernel is loaded)
-# set to 1: never use numba (the reference merger only; as bbmap.inference.solvers_fast)
-ENV_NO_NUMBA = "BBMAP_NO_NUMBA"
-
-
-def _numba_available() -> bool:
-    """numba is installed and not switched off by ``$BBMAP_NO_NUMBA`` (nothing imported)."""
-    import importlib.util
-    import os
-
-    if os.environ.get(ENV_NO_NUMBA, "").strip() not in ("", "0"):
-        return False
-    try:
-        return importlib.util.find_spec("numba") is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -1337,7 +1322,10 @@ def _fast_ok(n: int) -> bool:
     if n < FAST_MIN_BLOCKS and not _kernel_loaded and (
             n < FAST_NUMBA_MIN_BLOCKS or "numba" not in sys.modules):
         return False
-    if not _numba_available():
+    # (numba installed and not switched off by $BBMAP_NO_NUMBA: the one rule, inference's)
+    from bbmap.inference.solvers_fast import available
+
+    if not available():
         return False
     from bbmap.layout import exttsp_numba  # (imports numba)
 
