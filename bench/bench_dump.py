@@ -21,6 +21,10 @@ bbmap runs through the console script's entry point (``bbmap.__main__.run``, wha
 ``bbmap`` command calls), its bytecode compiled first, as ``pip install`` does (this
 sandbox sets PYTHONDONTWRITEBYTECODE=1, which would otherwise recompile bbmap on every
 run).
+With an editable install (``pip install -e``, this repository's venvs) bbmap is also run
+the way a regular install starts it (no editable finder; printed as information, the
+budgets stay on the console-script figures).
+
 Inputs are cached under ``$BBMAP_BENCH_DIR`` (default /tmp/bbmap-bench).  Prints wall
 seconds (median, min, max) and CPU seconds for each tool, the ratios of the medians,
 and the machine's load average before and after.
@@ -153,16 +157,41 @@ def compile_bytecode() -> None:
     compileall.compile_dir(os.path.dirname(bbmap.__file__), quiet=1)
 
 
+def regular_install_cmd() -> list[str] | None:
+    """How bbmap would start from a regular (wheel) install, when this one is editable
+    (``pip install -e``): the same code and interpreter, without the editable finder that
+    ``site`` installs from its ``.pth`` file (pathlib, urllib.parse, ...: ~5-7 ms of a
+    20,000-function dump, spec/startup.md).  ``-S`` and the paths set by hand; ``site``
+    is imported but runs no ``.pth`` file (a regular install would run the others': well
+    under a millisecond here).  None when the install is not editable."""
+    import glob
+    import site
+
+    import bbmap
+
+    dirs = site.getsitepackages()
+    if not any(glob.glob(os.path.join(d, "__editable__*bbmap*.pth")) for d in dirs):
+        return None
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(bbmap.__file__)))
+    code = (f"import sys; sys.path[:0] = {[repo, *dirs]!r}; import site; "
+            "from bbmap.__main__ import run; run()")
+    return [sys.executable, "-S", "-c", code]
+
+
 def bench(name: str, binary: Path, work: Path, repeat: int) -> float:
-    """Both tools on ``binary``, in turn ``repeat`` times; the ratio of the medians."""
+    """Both tools on ``binary``, in turn ``repeat`` times; the ratio of the medians.  With
+    an editable install, bbmap as a regular install starts it too (information only)."""
     # the console script's entry point (what `bbmap` runs), with the venv's interpreter
     bb = [sys.executable, "-c", "from bbmap.__main__ import run; run()", "dump", "--json",
           str(binary)]
     ro = [READOBJ, "--bb-addr-map", "--elf-output-style=JSON", str(binary)]
-    tb, tr = [], []
+    reg = regular_install_cmd()
+    tb, tr, tg = [], [], []
     for _ in range(repeat):
         tb.append(timed(bb, work / f"{name}.bbmap.json"))
         tr.append(timed(ro, work / f"{name}.readobj.json"))
+        if reg is not None:
+            tg.append(timed([*reg, *bb[3:]], work / f"{name}.bbmap-regular.json"))
     fb, fr, nb = count_functions(work / f"{name}.bbmap.json", work / f"{name}.readobj.json")
     b, r = statistics.median(w for w, _ in tb), statistics.median(w for w, _ in tr)
     bc, rc = statistics.median(c for _, c in tb), statistics.median(c for _, c in tr)
@@ -173,6 +202,13 @@ def bench(name: str, binary: Path, work: Path, repeat: int) -> float:
         print(f"      {tool:22s} median {med:6.2f} s  (min {min(w for w, _ in ts):.2f} max "
               f"{max(w for w, _ in ts):.2f}, n={len(ts)})  cpu median {cpu:.2f} s")
     print(f"      ratio bbmap/readobj: wall {b / r:.2f}  cpu {bc / rc:.2f}")
+    if tg:
+        g, gc = statistics.median(w for w, _ in tg), statistics.median(c for _, c in tg)
+        same = (work / f"{name}.bbmap-regular.json").read_bytes() == \
+            (work / f"{name}.bbmap.json").read_bytes()
+        print(f"      bbmap as a regular install (no editable finder; information): median "
+              f"{g:6.2f} s, cpu median {gc:.2f} s: ratio wall {g / r:.2f}  cpu {gc / rc:.2f}"
+              f"{'' if same else '  OUTPUT DIFFERS'}")
     return b / r
 
 

@@ -16,6 +16,11 @@
     python bench/bench_layout.py [--workdir /work/cache/bbmap-bench-layout]
         [--functions 20000] [--blocks 5000] [--lbr-mb 64] [--rounds 3] [--skip-binary]
 
+With numba installed (``bbmap[fast]``) big functions take the compiled merger
+(``exttsp._FastMerger``); the reference merger is timed too (``BBMAP_NO_NUMBA=1``,
+same order), and so is the first call of a fresh process (numba's import and the kernel's
+cache load, paid once per process, outside the medians).
+
 Times are wall clock and CPU time (user + system of this process, which the peer runs
 in too), with their spread over ``--rounds`` runs; the ratios are of the CPU medians (the
 machine is shared: CPU time is what another process's load changes least).  The issue 32
@@ -80,11 +85,44 @@ def verdict(name: str, value: float, budget: float, unit: str) -> None:
           f"{'met' if value <= budget else 'NOT met'}")
 
 
+FIRST_CALL = """
+import sys, time
+sys.path.insert(0, {here!r})
+import numpy as np
+from bench_layout import synthetic_function
+from bbmap.layout import exttsp
+sizes, edges = synthetic_function({n})
+counts = np.zeros({n}, np.int64)
+np.add.at(counts, edges[:, 1], edges[:, 2])
+c0 = time.process_time()
+exttsp.ext_tsp_order(sizes, edges, exttsp.LLVM, counts=counts)
+c1 = time.process_time()
+exttsp.ext_tsp_order(sizes, edges, exttsp.LLVM, counts=counts)
+c2 = time.process_time()
+print(c1 - c0, c2 - c1, "numba" in sys.modules)
+"""
+
+
+def first_call(n: int) -> None:
+    """The first ``ext_tsp_order`` of a fresh process against its second (CPU): what
+    importing numba and loading the compiled kernel from numba's cache cost once."""
+    out = subprocess.run([sys.executable, "-c", FIRST_CALL.format(here=HERE, n=n)],
+                         check=True, capture_output=True, text=True).stdout.split()
+    first, second, numba = float(out[0]), float(out[1]), out[2] == "True"
+    if not numba:
+        print("  first call in a fresh process: no numba (the reference merger runs)")
+        return
+    print(f"  first call in a fresh process (LLVM weights): cpu {first:.3f} s, a second "
+          f"call {second:.3f} s: numba's import and the kernel's cache load "
+          f"~{first - second:.3f} s, once per process")
+
+
 def bench_function(n: int, rounds: int, llvm) -> None:  # noqa: ANN001
     sizes, edges = synthetic_function(n)
     counts = np.zeros(n, np.int64)
     np.add.at(counts, edges[:, 1], edges[:, 2])
     print(f"synthetic function: {n} blocks, {len(edges)} edges")
+    first_call(n)
     for p in (PROPELLER, LLVM):
         order, walls, cpus = timed(lambda p=p: ext_tsp_order(sizes, edges, p, counts=counts),
                                    rounds)
@@ -94,6 +132,18 @@ def bench_function(n: int, rounds: int, llvm) -> None:  # noqa: ANN001
               f"{ext_tsp_score(sizes, edges, order, p):.1f}")
         if p is LLVM:
             ours_llvm, our_cpu = order, statistics.median(cpus)
+    # the reference merger (no compiled kernel), for the before/after in one run
+    os.environ["BBMAP_NO_NUMBA"], old = "1", os.environ.get("BBMAP_NO_NUMBA")
+    try:
+        ref, walls, cpus = timed(lambda: ext_tsp_order(sizes, edges, LLVM, counts=counts),
+                                 rounds)
+    finally:
+        if old is None:
+            del os.environ["BBMAP_NO_NUMBA"]
+        else:
+            os.environ["BBMAP_NO_NUMBA"] = old
+    print(f"  bbmap ext_tsp_order (llvm, BBMAP_NO_NUMBA=1: the reference merger): "
+          f"{cpu_spread(cpus)}; same order: {ref == ours_llvm}")
     if llvm is None:
         print("  LLVM computeExtTspLayout: libLLVM 22 not found, no peer")
         return

@@ -33,7 +33,9 @@ that touch a chain just merged (lazy invalidation by chain version).  A split mo
 jump inside ``X`` that crosses the split point by a shift that does not depend on where the
 split is (``+|Y|`` in ``X1 Y X2``, ``-|X|`` forward in ``X2 X1 Y`` ...), so the score change
 of ``X``'s own jumps for *every* split position is one difference array; only the few jumps
-between ``X`` and ``Y`` are scored per position.
+between ``X`` and ``Y`` are scored per position.  With numba installed, big functions are
+merged by :class:`_FastMerger` (the pair evaluations compiled in
+:mod:`bbmap.layout.exttsp_numba`, the same floats: see :data:`FAST_MIN_BLOCKS`).
 
 Ties are broken deterministically: equal gains prefer the pair with the smaller chain ids
 (a chain's id is the smallest block index in it), then the merge kinds in the order
@@ -44,6 +46,7 @@ as ``X`` first, then the smaller split position.  No I/O here: arrays in, arrays
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -53,6 +56,17 @@ import numpy as np
 MIN_GAIN = 1e-8
 # merges of at most this many blocks in total are evaluated in plain Python (speed only)
 SMALL_MERGE = 40
+# Functions of at least this many blocks are merged by the numba kernel when numba is
+# installed (_FastMerger; speed only: the same order, the same floats).  Measured
+# (spec/layout.md, "Speed"): the first kernel call of a process costs ~0.26-0.41 s of CPU
+# (importing numba ~0.10-0.13 s, loading the compiled kernel from numba's disk cache
+# ~0.15-0.18 s, more under load), and the kernel saves ~0.19 s at 1,000 blocks, ~0.27 s at
+# 1,500, ~0.34 s at 2,000, ~0.41 s at 2,500; so a process that has not imported numba takes
+# it from 2,500 blocks, one that has (inference's solver) from 1,500 (the cache load only),
+# and once the kernel is loaded every function the numpy merger would take
+# (``SMALL_MERGE`` blocks and up: 2.7x faster even at 40).
+FAST_MIN_BLOCKS = 2500
+FAST_NUMBA_MIN_BLOCKS = 1500
 
 
 @dataclass(frozen=True)
@@ -196,6 +210,7 @@ class _Chain:
     tail: int = -1
     zero: bool = False  # a zero-size block in it
     bound: float | None = None  # _split_bound, per chain version
+    sja: np.ndarray | None = None  # selfj as an int64 array (_FastMerger only)
 
 
 class _Merger:
@@ -373,6 +388,11 @@ class _Merger:
         off = np.cumsum(self.sizes[nodes])
         self.node_off[nodes] = off - self.sizes[nodes]
 
+    @staticmethod
+    def _selfj_array(c: _Chain) -> np.ndarray:
+        """The chain's own jumps (edge ids) as an int64 array."""
+        return np.asarray(c.selfj, np.int64)
+
     # --------------------------------------------------------------- scoring
     def _score(self, dist: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Scores of jumps ``e`` at distances ``dist`` (broadcast): the module formula as
@@ -389,7 +409,7 @@ class _Merger:
             c.cache = {}
         got = c.cache.get("self")
         if got is None:
-            e = np.asarray(c.selfj, np.int64)
+            e = self._selfj_array(c)
             s, d = self.es[e], self.ed[e]
             ps, pd = self.node_pos[s], self.node_pos[d]
             dist = self.node_off[d] - (self.node_off[s] + self.sizes[s])
@@ -511,7 +531,7 @@ class _Merger:
         if len(x.nodes) + len(y.nodes) <= SMALL_MERGE:
             return self._best_merge_small(x, y, lst)
         jumps = np.asarray(lst, np.int64)
-        top = float(sum(self.l_top[e] for e in lst))
+        top = _seq_sum(self.l_top, lst)
         s, d = self.es[jumps], self.ed[jumps]
         off_s, off_d = self.node_off[s], self.node_off[d]
         size_s = self.sizes[s]
@@ -588,7 +608,7 @@ class _Merger:
         l_ft, l_cfw, l_dfw, l_cbw, l_dbw = self.l_ft, self.l_cfw, self.l_dfw, self.l_cbw, \
             self.l_dbw
         jumps = [(e, es[e], ed[e]) for e in lst]
-        top = sum(self.l_top[e] for e in lst)  # no merge gains more from these jumps
+        top = _seq_sum(self.l_top, lst)  # no merge gains more from these jumps
         best_gain, best = -np.inf, None
         xn = self._node_list(x0)
         yn = self._node_list(y0)
@@ -808,6 +828,12 @@ class _Merger:
                  X2_X1_Y: (X2, X1, Y), X2_Y_X1: (X2, Y, X1)}[kind]
         return np.concatenate(parts)
 
+    @staticmethod
+    def _join_self(ck: _Chain, cg: _Chain, between: list[int]) -> None:
+        """The kept chain's own jumps after a merge: its own, the other's, the ones
+        between (in that order: the order the sums over them follow)."""
+        ck.selfj = ck.selfj + cg.selfj + between
+
     def _merge(self, a: int, b: int, plan: tuple[int, int, int]) -> int:
         xc, kind, k = plan
         x = self.chains[xc]
@@ -817,7 +843,7 @@ class _Merger:
         ck, cg = self.chains[keep], self.chains[gone]
         between = self.adj[keep].pop(gone)
         del self.adj[gone][keep]
-        ck.selfj = ck.selfj + cg.selfj + between
+        self._join_self(ck, cg, between)
         for c, lst in self.adj.pop(gone).items():
             del self.adj[c][gone]
             mine = self.adj[keep].get(c)
@@ -856,7 +882,7 @@ class _Merger:
         forward or backward score.  With zero-size blocks around, nothing is ruled out."""
         top = self.l_top
         if ca.zero or cb.zero:
-            return sum(top[e] for e in lst)
+            return _seq_sum(top, lst)
         lo, es, ed = self.l_lo, self.l_es, self.l_ed
         heads, tails = (ca.head, cb.head), (ca.tail, cb.tail)
         total = 0.0
@@ -946,6 +972,18 @@ class _Merger:
         order += np.flatnonzero(~self.hot).tolist()
         return order
 
+
+
+def _seq_sum(xs: list[float], idx: list[int]) -> float:
+    """``xs[i]`` summed over ``idx`` one by one from 0.0, left to right.  Why not ``sum()``:
+    from Python 3.12 it sums floats with Neumaier's compensation, so the merger's bounds
+    (and a near-tie's outcome) would differ between Python versions, and the compiled
+    kernel (:mod:`bbmap.layout.exttsp_numba`) could match only one of them.  This is the
+    3.11 ``sum()``, bit for bit, on every version."""
+    r = 0.0
+    for i in idx:
+        r += xs[i]
+    return r
 
 
 def _np_sum(xs: list[float]) -> float:
@@ -1146,6 +1184,99 @@ class _LeanMerger(_Merger):
         order += [v for v, h in enumerate(self.l_hot) if not h]
         return order
 
+
+class _FastMerger(_Merger):
+    """:class:`_Merger` whose pair evaluations and split bounds run in the compiled kernel
+    (:mod:`bbmap.layout.exttsp_numba`).
+
+    Why: on a 5,000-block function the merger evaluates ~11,000 pairs of chains, and each
+    evaluation was a few dozen numpy calls (merges over ``SMALL_MERGE`` blocks) or a Python
+    loop over split positions -- per-call overhead, not arithmetic (spec/layout.md,
+    "Speed").  The kernel is both evaluators step for step on flat arrays; the heap, the
+    chains' bookkeeping and the merges stay this class's Python, so the merges, the order
+    and every float are the reference's (``tests/test_exttsp_fast.py``).  numba is an
+    optional extra (``bbmap[fast]``): see :func:`_fast_ok` for when this class is used.
+
+    The kernel reads the block columns as one (4, n) int64 array -- size, chain id,
+    position and byte offset in the chain -- whose last three rows *are* the merger's
+    ``node_chain``/``node_pos``/``node_off`` (views: the reference's ``_place`` keeps them
+    current), the per-jump floats as one (7, E) array, and each chain's own jumps as an
+    int64 array (``_Chain.sja``, concatenated on a merge in the order the reference
+    concatenates its lists)."""
+
+    def __init__(self, sizes: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
+                 counts: np.ndarray | None, p: ExtTspParams,
+                 hot: np.ndarray | None) -> None:
+        global _kernel_loaded
+        super().__init__(sizes, src, dst, w, counts, p, hot)
+        from bbmap.layout import exttsp_numba  # imports numba (when it is there)
+
+        _kernel_loaded = True  # (from here on every size pays: see _fast_ok)
+
+        self._kernel = exttsp_numba.best_merge
+        self._bound_kernel = exttsp_numba.split_bound
+        N = np.stack([self.sizes, self.node_chain, self.node_pos, self.node_off])
+        self.N = N
+        self.node_chain, self.node_pos, self.node_off = N[1], N[2], N[3]
+        top = np.maximum(self.wft, np.maximum(self.c_fw, self.c_bw))
+        lo = np.maximum(np.maximum(self.c_fw, self.c_bw), 0.0)
+        self.F = np.ascontiguousarray(np.stack([self.wft, self.c_fw, self.d_fw, self.c_bw,
+                                                self.d_bw, top, lo]), dtype=np.float64)
+        self.EN = np.ascontiguousarray(np.stack([self.es, self.ed]), dtype=np.int64)
+        self.small = int(SMALL_MERGE)
+        self.P = np.array([int(p.chain_split), int(p.chain_split_threshold),
+                           int(p.split_along_jumps), int(self._bounds_valid), self.small],
+                          np.int64)
+        for c in self.chains.values():
+            c.sja = np.array(c.selfj, np.int64)
+            c.selfj = None  # (the arrays are the truth from here on)
+
+    @staticmethod
+    def _selfj_array(c: _Chain) -> np.ndarray:
+        return c.sja
+
+    @staticmethod
+    def _join_self(ck: _Chain, cg: _Chain, between: list[int]) -> None:
+        ck.sja = np.concatenate((ck.sja, cg.sja, np.array(between, np.int64)))
+
+    def _split_bound(self, c: _Chain) -> float:
+        got = c.bound
+        if got is None:
+            got = c.bound = float(self._bound_kernel(self.F, self.EN, self.N, self.small,
+                                                     c.nodes, c.sja, c.size))
+        return got
+
+    def _best_merge(self, a: int, b: int) -> tuple[float, tuple[int, int, int]] | None:
+        lst = np.array(self.adj[a][b], np.int64)
+        ca, cb = self.chains[a], self.chains[b]
+        x, y = (ca, cb) if a < b else (cb, ca)
+        nan = math.nan
+        xb = nan if x.bound is None else x.bound
+        yb = nan if y.bound is None else y.bound
+        have, sg = 0, [_NO_SG, _NO_SG]
+        while True:
+            st, g, c, kind, k, xb2, yb2, o, kinds, ks = self._kernel(
+                self.F, self.EN, self.N, self.P, x.nodes, x.sja, x.cid, x.size, x.zero, xb,
+                y.nodes, y.sja, y.cid, y.size, y.zero, yb, lst, have, sg[0], sg[1])
+            if not st:
+                break
+            # a long chain at a few split positions: its own jumps' gains are the
+            # reference's matrix product (BLAS rounding), computed by the reference
+            X, Y = (x, y) if o == 0 else (y, x)
+            sg[o] = np.ascontiguousarray(self._self_gains(X, kinds.tolist(), Y.size, ks))
+            have |= 1 << o
+        # (float(): without numba the kernel's numbers are numpy scalars)
+        if x.bound is None and xb2 == xb2:
+            x.bound = float(xb2)
+        if y.bound is None and yb2 == yb2:
+            y.bound = float(yb2)
+        return None if kind < 0 else (float(g), (int(c), int(kind), int(k)))
+
+
+_NO_SG = np.zeros((0, 0))
+_kernel_loaded = False  # a _FastMerger has run in this process (its kernel is loaded)
+
+
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(keys, kind="stable")
     ptr = np.zeros(n + 1, np.int64)
@@ -1177,4 +1308,27 @@ def ext_tsp_order(sizes: Sequence[int] | np.ndarray, edges: Sequence | np.ndarra
         return _LeanMerger(s.tolist(), src.tolist(), dst.tolist(), w.tolist(),
                            None if c is None else c.tolist(), params,
                            None if h is None else h.tolist()).run()
+    if _fast_ok(n):
+        return _FastMerger(s, src, dst, w, c, params, h).run()
     return _Merger(s, src, dst, w, c, params, h).run()
+
+
+def _fast_ok(n: int) -> bool:
+    """Lay out an ``n``-block function with the compiled kernel: numba is installed and
+    allowed, and the function is big enough to pay for what the process has not loaded
+    yet (:data:`FAST_MIN_BLOCKS`, :data:`FAST_NUMBA_MIN_BLOCKS`)."""
+    import sys
+
+    if n < FAST_MIN_BLOCKS and not _kernel_loaded and (
+            n < FAST_NUMBA_MIN_BLOCKS or "numba" not in sys.modules):
+        return False
+    # (numba installed and not switched off by $BBMAP_NO_NUMBA: the one rule, inference's)
+    from bbmap.inference.solvers_fast import available
+
+    if not available():
+        return False
+    from bbmap.layout import exttsp_numba  # (imports numba)
+
+    # numba found but not importable (e.g. built for another numpy): the kernel would be
+    # plain Python, slower than the reference
+    return exttsp_numba.compiled()
