@@ -505,3 +505,19 @@ def chromium_driver(width: int = 1400, height: int = 1000):  # noqa: ANN201 - (d
         return webdriver.Chrome(service=Service(driver), options=opts), ""
     except Exception as e:  # noqa: BLE001 - a browser that cannot start is a skip reason
         return None, f"chromium did not start: {str(e).splitlines()[0]}"
+
+
+def random_counts_and_hot(rng, n: int, edges, given_counts: bool,  # noqa: ANN001
+                          given_hot: bool) -> tuple[list | None, list | None]:
+    """Node counts and hot flags for an Ext-TSP test graph, or None where not given: counts
+    of every kind (0, 1, fractional, huge), and hot flags as plan.py gives them (every end
+    of a positive jump is hot)."""
+    counts = [rng.choice([0, 1, 7.5, rng.random() * 1e7]) for _ in range(n)] \
+        if given_counts else None
+    hot = None
+    if given_hot:
+        hot = [rng.random() < 0.3 for _ in range(n)]
+        for a, b, x in edges:
+            if x > 0:
+                hot[a] = hot[b] = True
+    return counts, hot

@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import random_counts_and_hot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -136,14 +137,7 @@ def test_fast_merger_is_the_merger_bit_for_bit(seed, n, local, params, small,
     ``SMALL_MERGE`` moved so that both evaluators see short and long chains)."""
     rng = random.Random(seed)
     sizes, edges = _graph(rng, n, local, parallel)
-    counts = [rng.choice([0, 1, 7.5, rng.random() * 1e7]) for _ in range(n)] \
-        if given_counts else None
-    hot = None
-    if given_hot:  # (as plan.py gives them: every end of a positive jump is hot)
-        hot = [rng.random() < 0.3 for _ in range(n)]
-        for a, b, x in edges:
-            if x > 0:
-                hot[a] = hot[b] = True
+    counts, hot = random_counts_and_hot(rng, n, edges, given_counts, given_hot)
     _same(*_both(sizes, edges, params, counts, hot, small), (sizes, edges, params))
 
 

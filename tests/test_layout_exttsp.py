@@ -13,6 +13,7 @@ import random
 
 import numpy as np
 import pytest
+from helpers import random_counts_and_hot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -349,14 +350,7 @@ def test_lean_merger_is_the_merger_bit_for_bit(seed, n, params, given_counts, gi
     sizes, edges = _random_graph(rng, n)
     if parallel and edges:
         edges += [(s, d, rng.choice([0, 3, rng.random() * 1e6])) for s, d, _ in edges[::2]]
-    counts = [rng.choice([0, 1, 7.5, rng.random() * 1e7]) for _ in range(n)] \
-        if given_counts else None
-    hot = None
-    if given_hot:  # (as plan.py gives them: every end of a positive jump is hot)
-        hot = [rng.random() < 0.3 for _ in range(n)]
-        for a, b, x in edges:
-            if x > 0:
-                hot[a] = hot[b] = True
+    counts, hot = random_counts_and_hot(rng, n, edges, given_counts, given_hot)
     s = np.asarray(sizes, np.int64)
     src, dst, w = exttsp.edge_arrays(n, edges)
     c = None if counts is None else np.asarray(counts, np.float64)

@@ -168,22 +168,28 @@ def _bases(kind, lx, ly):  # noqa: ANN001, ANN202
 
 
 @_jit
+def _jump_delta(F, EN, N, e, shift):  # noqa: ANN001, ANN202
+    """One own jump ``e`` of a chain: the positions it spans (lo, hi) and what its score
+    gains when the blocks between them move by ``shift`` bytes (both rows' step)."""
+    s = EN[0, e]
+    d = EN[1, e]
+    ps = N[POS, s]
+    pd = N[POS, d]
+    dist = N[OFF, d] - (N[OFF, s] + N[SIZE, s])
+    old = _score(F, e, dist)
+    if ps < pd:
+        lo, hi, dd = ps, pd, dist + shift
+    else:
+        lo, hi, dd = pd, ps, dist - shift
+    return lo, hi, _score(F, e, dd) - old
+
+
+@_jit
 def _small_row(F, EN, N, L, sj, shift):  # noqa: ANN001, ANN202, E741
     """``_Merger._self_rows_small``'s row for one shift (L + 1 entries)."""
     diff = np.zeros(L + 1)
     for q in range(len(sj)):
-        e = sj[q]
-        s = EN[0, e]
-        d = EN[1, e]
-        ps = N[POS, s]
-        pd = N[POS, d]
-        dist = N[OFF, d] - (N[OFF, s] + N[SIZE, s])
-        old = _score(F, e, dist)
-        if ps < pd:
-            lo, hi, dd = ps, pd, dist + shift
-        else:
-            lo, hi, dd = pd, ps, dist - shift
-        delta = _score(F, e, dd) - old
+        lo, hi, delta = _jump_delta(F, EN, N, sj[q], shift)
         if delta != 0.0:
             diff[lo + 1] += delta
             diff[hi + 1] -= delta
@@ -201,18 +207,7 @@ def _np_row(F, EN, N, L, sj, shift):  # noqa: ANN001, ANN202, E741
     blo = np.zeros(L + 1)
     bhi = np.zeros(L + 1)
     for q in range(len(sj)):
-        e = sj[q]
-        s = EN[0, e]
-        d = EN[1, e]
-        ps = N[POS, s]
-        pd = N[POS, d]
-        dist = N[OFF, d] - (N[OFF, s] + N[SIZE, s])
-        old = _score(F, e, dist)
-        if ps < pd:
-            lo, hi, dd = ps, pd, dist + shift
-        else:
-            lo, hi, dd = pd, ps, dist - shift
-        delta = _score(F, e, dd) - old
+        lo, hi, delta = _jump_delta(F, EN, N, sj[q], shift)
         blo[lo + 1] += delta
         bhi[hi + 1] += delta
     row = np.empty(L + 1)
