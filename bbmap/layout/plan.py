@@ -68,10 +68,10 @@ PLAN_FORMAT_VERSION = 1
 # order.  Below it the flow follows its floors and the CFG's shape more than the samples
 # (a branch decided by one sample on each arm), and both halves of the samples agree for
 # that reason, not because the samples order the blocks: in the corpus cpu-clock profiles
-# every reorder of a function under 100 samples that the halves allowed scored lower at
-# valgrind's exact counts than the compiler's order (lay_rarity 41-81 samples, -22% to
-# -89%; lay_even 12-15, -87%), while zstd's and SQLite's functions under it hold <1% of
-# their Ext-TSP gain (spec/inference.md, "Replicates")
+# 6 of the 7 reorders of functions under 100 samples that the halves allowed scored lower
+# at valgrind's exact counts than the compiler's order (lay_rarity 41-81 samples, -22% to
+# -89%; lay_even 12-15, -87%; lay_interp, 55 samples, gained 3.3%) (spec/inference.md,
+# "Replicates")
 MIN_REORDER_SAMPLES = 100
 
 
