@@ -301,6 +301,16 @@ def _kinds(xe, ye):  # noqa: ANN001, ANN202
 
 
 @_jit
+def _take(vals, q, v, g, pairwise):  # noqa: ANN001, ANN202
+    """One jump's score ``v``: kept at ``vals[q]`` for the pairwise sum (the numpy
+    evaluator's ``ndarray.sum``), or added to ``g`` one by one (the plain-Python one)."""
+    if pairwise:
+        vals[q] = v
+        return g
+    return g + v
+
+
+@_jit
 def _concat(F, EN, N, xn, yn, xc, xs, ys, lst, vals, pairwise):  # noqa: ANN001, ANN202
     """The better plain concatenation, ``X Y`` then ``Y X`` (x the lower id; the entry stays
     first): (gain, kind), kind -1 when neither is allowed.  ``pairwise``: the jumps summed as
@@ -324,11 +334,7 @@ def _concat(F, EN, N, xn, yn, xc, xs, ys, lst, vals, pairwise):  # noqa: ANN001,
             d = EN[1, e]
             a_s = N[OFF, s] + (bx if N[CHAIN, s] == xc else by)
             a_d = N[OFF, d] + (bx if N[CHAIN, d] == xc else by)
-            v = _score(F, e, a_d - (a_s + N[SIZE, s]))
-            if pairwise:
-                vals[q] = v
-            else:
-                g += v
+            g = _take(vals, q, _score(F, e, a_d - (a_s + N[SIZE, s])), g, pairwise)
         if pairwise:
             g = _pw(vals, 0, J)
         if b_kind < 0 or g > best:
@@ -375,11 +381,7 @@ def _split_jumps(F, EN, N, X, XC, kind, LX, LY, j, lst, vals, pairwise, g0):  # 
             a_d = N[OFF, d] + (b1 if N[POS, d] < j else b2)
         else:
             a_d = N[OFF, d] + byy
-        v = _score(F, e, a_d - (a_s + N[SIZE, s]))
-        if pairwise:
-            vals[q] = v
-        else:
-            g += v
+        g = _take(vals, q, _score(F, e, a_d - (a_s + N[SIZE, s])), g, pairwise)
     if pairwise:
         return _pw(vals, 0, len(lst)) + g0
     return g
