@@ -189,15 +189,22 @@ def build_program_cfg(result: AnnotateResult, top: int | None = None) -> Program
                       calls=_merge_rows(calls), returns=_merge_rows(returns), unmapped=unmapped)
 
 
+def _edge_rows(n: int, fn: np.ndarray, a: np.ndarray, b: np.ndarray,
+               c: np.ndarray) -> list[np.ndarray]:
+    """Per function ``0 .. n-1``, its (src, dst, count) rows: taken and fall-through counts
+    of one (src, dst) summed, sorted."""
+    rows = _merge_rows(np.stack([fn, a, b, c], axis=1).astype(np.int64))
+    bounds = np.searchsorted(rows[:, 0], np.arange(n + 1))
+    return [rows[bounds[i]:bounds[i + 1], 1:] for i in range(n)]
+
+
 def _attach_intra(functions: list[FunctionCFG], fn: np.ndarray, a: np.ndarray, b: np.ndarray,
                   c: np.ndarray) -> None:
     """Sum taken and fall-through counts per (src, dst) and hand each function its rows."""
     if not len(fn):
         return
-    rows = _merge_rows(np.stack([fn, a, b, c], axis=1).astype(np.int64))
-    bounds = np.searchsorted(rows[:, 0], np.arange(len(functions) + 1))
-    for i, f in enumerate(functions):
-        f.edges = rows[bounds[i]:bounds[i + 1], 1:]
+    for f, rows in zip(functions, _edge_rows(len(functions), fn, a, b, c)):
+        f.edges = rows
 
 
 def _attach_bounds(functions: list[FunctionCFG], fn: np.ndarray, a: np.ndarray,
@@ -225,11 +232,10 @@ def _attach_replicates(functions: list[FunctionCFG], node_fn: np.ndarray,
         ef, et, ec = r.edge_from, r.edge_to, r.edge_count
         fa, fb = node_fn[ef], node_fn[et]
         keep = (fa >= 0) & (fa == fb) & (ec > 0)
-        rows = _merge_rows(np.stack([fa[keep], node_local[ef[keep]], node_local[et[keep]],
-                                     ec[keep]], axis=1).astype(np.int64))
-        bounds = np.searchsorted(rows[:, 0], np.arange(len(functions) + 1))
-        for i, f in enumerate(functions):
-            f.replicates.append(rows[bounds[i]:bounds[i + 1], 1:])
+        for f, rows in zip(functions, _edge_rows(len(functions), fa[keep],
+                                                 node_local[ef[keep]], node_local[et[keep]],
+                                                 ec[keep])):
+            f.replicates.append(rows)
 
 
 def _merge_rows(rows: np.ndarray) -> np.ndarray:
