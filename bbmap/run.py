@@ -448,7 +448,6 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     from bbmap.inference.solvers import preload
 
     preload(solver)  # OR-Tools' library loads while the CFG and the network are made
-    from bbmap.aggregate.lbr import K_BRANCH, K_CALL, K_FALLTHROUGH
     from bbmap.cfg import recover_cfg
     from bbmap.inference.counts import infer_counts
     from bbmap.inference.events import EventModel, profile_model
@@ -497,18 +496,8 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
     if flow_cache is not None:
         notices.extend(flow_cache.warnings)
     used = inf.quality.sample_model
-    cf, ct, cc, clo, chi = _inferred_calls(cfg, inf.block_count, inf.block_low,
-                                           inf.block_high)
-    cols = dict(
-        block_count=inf.block_count,
-        edge_from=np.concatenate([inf.edge_from, cf]),
-        edge_to=np.concatenate([inf.edge_to, ct]),
-        edge_kind=np.concatenate([np.where(inf.edge_fallthrough, K_FALLTHROUGH, K_BRANCH),
-                                  np.full(len(cf), K_CALL)]).astype(np.int64),
-        edge_count=np.concatenate([inf.edge_count, cc]).astype(np.int64),
-        block_low=inf.block_low, block_high=inf.block_high,
-        edge_low=np.concatenate([inf.edge_low, clo]).astype(np.int64),
-        edge_high=np.concatenate([inf.edge_high, chi]).astype(np.int64))
+    cols = _result_columns(inf, _inferred_calls(cfg, inf.block_count, inf.block_low,
+                                                inf.block_high))
     meta = dict(inference={"status": "ok", **inf.quality.to_json()},
                 sample_model={**em.to_json(), "model": used,
                               **({"why": f"{em.why}; without the IP histogram of the "
@@ -526,6 +515,26 @@ def apply_inference(res: AnnotateResult, binary, mode: str = "auto",  # noqa: AN
                    replicates=_replicates(res, binary, cfg, cache, ip, (results, key),
                                           solver=solver, model=em.model, unknown=unknown,
                                           flow_cache=flow_cache))
+
+
+def _result_columns(inf, calls: tuple | None = None) -> dict[str, np.ndarray]:  # noqa: ANN001
+    """A result's count columns from an :class:`bbmap.inference.counts.Inferred` (its
+    intra-function edges as taken and fall-through rows), and the call edges ``calls``
+    (from, to, count, low, high) after them."""
+    from bbmap.aggregate.lbr import K_BRANCH, K_CALL, K_FALLTHROUGH
+
+    z = np.zeros(0, np.int64)
+    cf, ct, cc, clo, chi = calls if calls is not None else (z, z, z, z, z)
+    return dict(
+        block_count=inf.block_count,
+        edge_from=np.concatenate([inf.edge_from, cf]),
+        edge_to=np.concatenate([inf.edge_to, ct]),
+        edge_kind=np.concatenate([np.where(inf.edge_fallthrough, K_FALLTHROUGH, K_BRANCH),
+                                  np.full(len(cf), K_CALL)]).astype(np.int64),
+        edge_count=np.concatenate([inf.edge_count, cc]).astype(np.int64),
+        block_low=inf.block_low, block_high=inf.block_high,
+        edge_low=np.concatenate([inf.edge_low, clo]).astype(np.int64),
+        edge_high=np.concatenate([inf.edge_high, chi]).astype(np.int64))
 
 
 def _replicates(res: AnnotateResult, binary, cfg, cache,  # noqa: ANN001
@@ -556,7 +565,6 @@ def _replicates(res: AnnotateResult, binary, cfg, cache,  # noqa: ANN001
             made.append([ReplicateEdges(c["edge_from"], c["edge_to"], c["edge_count"])
                          for c, _ in hits])
             return made[0]
-        from bbmap.aggregate.lbr import K_BRANCH, K_FALLTHROUGH
         from bbmap.cfg import recover_cfg
         from bbmap.inference.replicates import infer_halves
 
@@ -570,13 +578,8 @@ def _replicates(res: AnnotateResult, binary, cfg, cache,  # noqa: ANN001
         halves = infer_halves(g, block_samples, ip, **infer_kw)
         made.append([ReplicateEdges.of(h) for h in halves])
         for k, h in zip(keys, halves):
-            results.store(k, dict(
-                block_count=h.block_count, block_low=h.block_low, block_high=h.block_high,
-                edge_from=h.edge_from, edge_to=h.edge_to,
-                edge_kind=np.where(h.edge_fallthrough, K_FALLTHROUGH, K_BRANCH),
-                edge_count=h.edge_count, edge_low=h.edge_low, edge_high=h.edge_high),
-                json.loads(json.dumps({"inference": {"status": "ok", "half": k},
-                                       "sample_model": {"model": infer_kw.get("model")}})))
+            results.store(k, _result_columns(h), {"inference": {"status": "ok", "half": k},
+                                                  "sample_model": {"model": infer_kw.get("model")}})
         return made[0]
 
     return replicates
