@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from test_inference_components import _floored
 from test_inference_flow import draw_entries_and_edge_weights, problems
 
+from bbmap import installed
 from bbmap.inference import components, solvers, solvers_fast, solvers_numba
 from bbmap.inference.flow import build_network, infer
 
@@ -100,7 +101,7 @@ def test_solve_split_takes_the_kernel_for_big_networks_with_the_same_flows(
     monkeypatch.setattr(solvers_fast, "FAST_MIN_ARCS", k * m)
     assert np.array_equal(components.solve_split(s, "builtin"), ref)
     assert calls == ([1] if HAVE_NUMBA else [])
-    monkeypatch.setenv(solvers_fast.ENV_NO_NUMBA, "1")
+    monkeypatch.setenv(installed.ENV_NO_NUMBA, "1")
     calls.clear()
     assert np.array_equal(components.solve_split(s, "builtin"), ref)
     assert calls == []
@@ -132,7 +133,7 @@ def test_auto_picks_the_builtin_solver_when_it_is_compiled(
     is, then the built-in solver), and ``$BBMAP_NO_NUMBA`` turns the rule off."""
     if HAVE_NUMBA:
         assert solvers.pick("auto") == "builtin"
-    monkeypatch.setenv(solvers_fast.ENV_NO_NUMBA, "1")
+    monkeypatch.setenv(installed.ENV_NO_NUMBA, "1")
     assert solvers.pick("auto") == ("ortools" if solvers.available("ortools") else "builtin")
 
 

@@ -25,24 +25,13 @@ is free to follow the measurements.  Costs and capacities must fit int64 sums
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import numpy as np
 
+from bbmap.installed import numba_available
+
 FAST_MIN_ARCS = 200_000  # fewer arcs than this: the pure-Python solver (no numba import)
-ENV_NO_NUMBA = "BBMAP_NO_NUMBA"  # set to 1: never use numba (the reference path only)
 _LIMIT = 1 << 61  # no distance, potential or flow may reach this (int64 headroom)
-
-
-def available() -> bool:
-    """numba is installed and not switched off by ``$BBMAP_NO_NUMBA`` (nothing imported)."""
-    if os.environ.get(ENV_NO_NUMBA, "").strip() not in ("", "0"):
-        return False
-    try:
-        return importlib.util.find_spec("numba") is not None
-    except (ImportError, ValueError):
-        return False
+available = numba_available  # the solver's name for it (bbmap.installed)
 
 
 def fits(cap: np.ndarray, cost: np.ndarray, nodes: int) -> bool:

@@ -1322,10 +1322,10 @@ def _fast_ok(n: int) -> bool:
     if n < FAST_MIN_BLOCKS and not _kernel_loaded and (
             n < FAST_NUMBA_MIN_BLOCKS or "numba" not in sys.modules):
         return False
-    # (numba installed and not switched off by $BBMAP_NO_NUMBA: the one rule, inference's)
-    from bbmap.inference.solvers_fast import available
+    # (numba installed and not switched off by $BBMAP_NO_NUMBA: the solver's rule too)
+    from bbmap.installed import numba_available
 
-    if not available():
+    if not numba_available():
         return False
     from bbmap.layout import exttsp_numba  # (imports numba)
 
