@@ -273,9 +273,8 @@ def test_inferred_call_edges_order_functions():
 
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 45),
-       params=st.sampled_from([PROPELLER, LLVM, PROPELLER.with_(fallthrough_weight=0.5)]),
-       bounds=st.booleans())
-def test_lean_scorer_is_the_numpy_scorer_bit_for_bit(seed, n, params, bounds):
+       params=st.sampled_from([PROPELLER, LLVM, PROPELLER.with_(fallthrough_weight=0.5)]))
+def test_lean_scorer_is_the_numpy_scorer_bit_for_bit(seed, n, params):
     """Small functions are scored on lists (plan._Scorer's lean path, issue 32's
     plan_layout speed): every score and fall-through count must be the numpy path's to
     the last bit -- the plan's report and its keep-or-replace decisions depend on them."""
@@ -292,8 +291,7 @@ def test_lean_scorer_is_the_numpy_scorer_bit_for_bit(seed, n, params, bounds):
                                      + np.array([rng.choice([0, 0, 3, 2000])
                                                  for _ in range(n - 1)], np.int64))))
     fn = SimpleNamespace(num_nodes=n, edges=edges, sizes=sizes, addr=addr)
-    w = (np.array([rng.random() * 1e6 for _ in range(len(edges))]) if bounds else None)
-    lean, full = plan_mod._Scorer(fn, params, weights=w), plan_mod._Scorer(fn, params, weights=w)
+    lean, full = plan_mod._Scorer(fn, params), plan_mod._Scorer(fn, params)
     assert lean.lean == (n < exttsp.SMALL_MERGE)
     full.lean = False
     if not lean.lean:

@@ -312,17 +312,16 @@ class _Scorer:
     score is the same float operations as ``_jump_score`` and the sum is numpy's pairwise
     one (``_np_sum``), so the scores are the same to the last bit (tested)."""
 
-    def __init__(self, fn: FunctionCFG, p: ExtTspParams,
-                 weights: np.ndarray | None = None) -> None:
+    def __init__(self, fn: FunctionCFG, p: ExtTspParams) -> None:
         self.fn, self.p = fn, p
         e = fn.edges
         self.src, self.dst = e[:, 0], e[:, 1]
-        self.w = e[:, 2].astype(np.float64) if weights is None else weights
+        self.w = e[:, 2].astype(np.float64)
         self.lean = fn.num_nodes < SMALL_MERGE and len(e) <= LEAN_EDGES
         if self.lean:
             self.l_src, self.l_dst = self.src.tolist(), self.dst.tolist()
             self.l_sizes = fn.sizes.tolist()
-            self.l_w = e[:, 2].tolist()  # the counts (``w`` may be other weights)
+            self.l_w = e[:, 2].tolist()  # the counts, as integers (the lean merger's)
             n = fn.num_nodes
             outdeg = [0] * n
             for v in self.l_src:
@@ -332,7 +331,7 @@ class _Scorer:
                 (a, b, (p.fallthrough_weight if outdeg[a] > 1 else p.fallthrough_weight_uncond)
                  * x, p.forward_weight if outdeg[a] > 1 else p.forward_weight_uncond, x,
                  p.backward_weight if outdeg[a] > 1 else p.backward_weight_uncond)
-                for a, b, x in zip(self.l_src, self.l_dst, np.asarray(self.w).tolist())]
+                for a, b, x in zip(self.l_src, self.l_dst, self.w.tolist())]
             return
         self.ft, self.fw, self.bw = _coefficients(fn.num_nodes, self.src, p)
 
